@@ -1,0 +1,5 @@
+"""python -m kimi_mcp"""
+
+from .server import main
+
+main()

@@ -1,0 +1,88 @@
+"""A virtual terminal for reading Kimi's TUI: pyte for the live screen, plus a stripped text tail.
+
+Kimi repaints its live area in place, so regexes over raw bytes miss text drawn in pieces; pyte gives
+the screen as a person sees it. Finished output is also kept as ANSI-stripped text (``tail``) for
+messages that scroll off the screen.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pyte
+
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC
+    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|[\x00-\x06\x08\x0b-\x1f\x7f]"
+)
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text)
+
+
+class _Screen(pyte.Screen):
+    """pyte screen that tolerates private-mode queries and collects terminal replies."""
+
+    def __init__(self, columns: int, lines: int) -> None:
+        super().__init__(columns, lines)
+        self.replies: list[str] = []
+
+    def write_process_input(self, data: str) -> None:
+        self.replies.append(data)
+
+    def report_device_status(self, mode: int, **kwargs: Any) -> None:  # pyte 0.8.2 lacks `private`
+        if kwargs.get("private"):
+            return
+        super().report_device_status(mode)
+
+    def report_device_attributes(self, mode: int = 0, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            return
+        super().report_device_attributes(mode)
+
+    def select_graphic_rendition(self, *attrs: int, **kwargs: Any) -> None:
+        super().select_graphic_rendition(*attrs)
+
+
+class TerminalScreen:
+    """Feed it the child's output; read ``lines`` / ``text``; collect replies to terminal queries."""
+
+    TAIL_CHARS = 200_000
+
+    def __init__(self, rows: int = 40, cols: int = 120) -> None:
+        self.rows = rows
+        self.cols = cols
+        self._screen = _Screen(cols, rows)
+        self._stream = pyte.Stream(self._screen)
+        self.tail = ""  # ANSI-stripped output, newest last, bounded
+        self.total_chars = 0
+
+    def feed(self, data: str) -> None:
+        self.total_chars += len(data)
+        try:
+            self._stream.feed(data)
+        except Exception:  # a malformed sequence must never break the session
+            self._stream = pyte.Stream(self._screen)
+        self.tail = (self.tail + strip_ansi(data))[-self.TAIL_CHARS :]
+
+    def take_replies(self) -> list[str]:
+        replies, self._screen.replies = self._screen.replies, []
+        return replies
+
+    @property
+    def lines(self) -> list[str]:
+        return [line.rstrip() for line in self._screen.display]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def tail_since(self, mark: int) -> str:
+        """Stripped output produced after ``total_chars`` was ``mark`` (approximate, bounded)."""
+        produced = self.total_chars - mark
+        return self.tail[-produced:] if produced > 0 else ""

@@ -1,0 +1,105 @@
+"""Settings: defaults < config file (TOML) < environment (a ``.env`` file feeds the environment).
+
+The config file is ``$KIMI_MCP_CONFIG`` or ``~/.config/kimi-mcp/config.toml``; its keys are the field
+names below (``timeout = 600``). Every field can be set by ``KIMI_MCP_<FIELD>`` in the environment.
+The ``.env`` loaded is ``$KIMI_MCP_ENV_FILE`` or the one in the kimi-mcp checkout, never the user's
+workspace (whose secrets must not leak into the server by accident). Existing variables win over it.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from dotenv import load_dotenv
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+ENV_PREFIX = "KIMI_MCP_"
+Dialect = Literal["auto", "legacy", "kimi-code"]
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the offending setting."""
+
+
+class Settings(BaseModel):
+    kimi_bin: str | None = Field(default=None, description="Path to the kimi binary (else `kimi` on PATH)")
+    dialect: Dialect = Field(default="auto", description="auto | legacy (kimi-cli 1.50) | kimi-code (2.x)")
+    timeout: float = Field(default=300.0, gt=0, description="Seconds per tool call")
+    startup_timeout: float = Field(default=60.0, gt=0, description="Seconds for Kimi to become ready")
+    workspace: str | None = Field(
+        default=None, description="Default workspace when no work_dir/root is given"
+    )
+    max_file_chars: int = Field(default=20_000, ge=0, description="Per-file content cap in a result")
+    max_total_chars: int = Field(default=60_000, ge=0, description="Cap on all file contents in a result")
+    max_context_bytes: int = Field(default=200_000, gt=0, description="Cap per context file sent to Kimi")
+    allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
+    exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")
+    max_concurrent: int = Field(default=2, ge=1, description="Kimi processes running at once")
+    log_level: str = Field(default="INFO")
+    log_file: str | None = Field(default=None, description="Also log to this file")
+    transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")
+    platform: Literal["moonshot.ai", "moonshot.cn"] = Field(default="moonshot.ai")
+    model: str | None = Field(default=None, description="Model to pick during automated setup")
+    tools: list[str] | None = Field(default=None, description="Allow-list of tool names to register")
+
+    model_config = {"extra": "forbid"}
+
+    @field_validator("exclude_dirs", "tools", mode="before")
+    @classmethod
+    def _split_csv(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+
+def _checkout_env_file() -> Path | None:
+    root = Path(__file__).resolve().parents[2]
+    candidate = root / ".env"
+    return candidate if (root / "pyproject.toml").is_file() and candidate.is_file() else None
+
+
+def load_env_file(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+    """Load the ``.env`` file into the process environment without overriding what is set."""
+    explicit = environ.get(f"{ENV_PREFIX}ENV_FILE")
+    path = Path(explicit).expanduser() if explicit else _checkout_env_file()
+    if path is None or not path.is_file():
+        return None
+    load_dotenv(path, override=False)
+    return path
+
+
+def config_file_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    explicit = environ.get(f"{ENV_PREFIX}CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "kimi-mcp" / "config.toml"
+
+
+def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> Settings:
+    """Build the settings from defaults, the config file and the environment (in that order)."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    path = config_file_path(environ)
+    if path.is_file():
+        try:
+            values.update(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    elif environ.get(f"{ENV_PREFIX}CONFIG"):
+        raise ConfigError(f"KIMI_MCP_CONFIG points to {path}, which does not exist")
+    for name in Settings.model_fields:
+        raw = environ.get(ENV_PREFIX + name.upper())
+        if raw is not None and raw != "":
+            values[name] = raw
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{ENV_PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigError(f"invalid kimi-mcp configuration ({path}): {problems}") from exc

@@ -1,0 +1,121 @@
+"""Find the Kimi binary, tell which dialect it speaks, and build its driver."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+from ..errors import InstallError
+from .base import Driver, KimiInstall, ScreenState, WireEvent
+from .legacy import LegacyDriver
+
+__all__ = ["Driver", "KimiInstall", "ScreenState", "WireEvent", "find_binary", "probe", "make_driver"]
+
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_STUB_TEXT = "no longer maintained"
+_cache: dict[tuple[str, int, int, str], KimiInstall] = {}
+_cache_lock = threading.Lock()
+
+LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.50.0"
+KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
+
+
+def find_binary(configured: str | None, env: dict[str, str]) -> str:
+    """``KIMI_MCP_KIMI_BIN`` if set, else ``kimi`` on the PATH the child will see."""
+    if configured:
+        path = Path(configured).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise InstallError(
+                f"KIMI_MCP_KIMI_BIN={configured} is not an executable file",
+                details={"kimi_bin": configured},
+            )
+        return str(path)
+    found = shutil.which("kimi", path=env.get("PATH"))
+    if not found:
+        raise InstallError(
+            "The Kimi CLI (`kimi`) was not found on PATH",
+            details={"PATH": env.get("PATH", "")},
+            suggestion=(
+                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or the legacy kimi-cli ({LEGACY_REMEDY}); "
+                "MCP clients often start servers with a minimal PATH, so you can also set "
+                "KIMI_MCP_KIMI_BIN to the absolute path of `kimi`."
+            ),
+        )
+    return found
+
+
+def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall:
+    """Run ``kimi --version`` (and only that: the 1.51+ stub runs an installer when started bare)."""
+    try:
+        stat = os.stat(binary)
+    except OSError as exc:
+        raise InstallError(f"cannot stat Kimi binary {binary}: {exc}") from exc
+    key = (os.path.realpath(binary), stat.st_mtime_ns, stat.st_size, forced)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+    try:
+        proc = subprocess.run(
+            [binary, "--version"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallError(f"`{binary} --version` failed: {exc}", details={"kimi_bin": binary}) from exc
+    output = (proc.stdout + "\n" + proc.stderr).strip()
+    install = _classify(binary, output, proc.returncode, forced)
+    with _cache_lock:
+        _cache[key] = install
+    return install
+
+
+def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiInstall:
+    tail = output[-800:]
+    if _STUB_TEXT in output:
+        version = _VERSION.search(output)
+        raise InstallError(
+            f"{binary} is the deprecated kimi-cli stub ({version.group(0) if version else '>=1.51'}), "
+            "which cannot run tasks",
+            details={"kimi_bin": binary, "version_output": tail},
+            suggestion=(
+                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
+                f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
+            ),
+        )
+    match = _VERSION.search(output)
+    if returncode != 0 or not match:
+        hint = ""
+        if "SyntaxError" in output or "node:" in output or "Unsupported engine" in output:
+            hint = " (Kimi Code needs Node >= 22.19 on the PATH)"
+        raise InstallError(
+            f"`{binary} --version` did not report a version{hint}",
+            details={"kimi_bin": binary, "returncode": returncode, "version_output": tail},
+        )
+    major, minor = int(match.group(1)), int(match.group(2))
+    detected = "kimi-code" if major >= 2 else "legacy"
+    if detected == "legacy" and (major, minor) > (1, 50):
+        raise InstallError(
+            f"kimi-cli {match.group(0)} is not supported (the last working legacy release is 1.50.0)",
+            details={"kimi_bin": binary, "version": match.group(0)},
+        )
+    dialect = detected if forced == "auto" else forced
+    return KimiInstall(binary=binary, version=match.group(0), dialect=dialect)  # type: ignore[arg-type]
+
+
+def make_driver(install: KimiInstall) -> Driver:
+    if install.dialect == "legacy":
+        return LegacyDriver(install)
+    raise InstallError(
+        f"Kimi Code {install.version} is installed, but this kimi-mcp build drives only the legacy "
+        "kimi-cli 1.50 dialect",
+        details={"kimi_bin": install.binary, "version": install.version},
+        suggestion=f"Install the legacy CLI ({LEGACY_REMEDY}) and set KIMI_MCP_KIMI_BIN to it.",
+    )

@@ -1,0 +1,121 @@
+"""What a Kimi dialect driver must provide. The session is generic; everything version-specific
+(argv, environment, screen strings, keys, session-log location and format) lives in a driver."""
+
+from __future__ import annotations
+
+import enum
+import os
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..errors import KimiMCPError
+
+
+class ScreenState(enum.Enum):
+    STARTING = "starting"
+    READY = "ready"  # input box shown and nothing running
+    BUSY = "busy"  # a spinner / live area is running
+    APPROVAL = "approval"  # an approval panel waits for a key
+    QUESTION = "question"  # the agent asks the user a question
+    TRUST = "trust"  # "trust this folder?" prompt
+    NOT_LOGGED_IN = "not_logged_in"  # ready, but no model / login configured
+
+
+EventKind = Literal["turn_begin", "step", "text", "think", "tool_call", "tool_result", "usage", "turn_end"]
+
+
+@dataclass(slots=True)
+class WireEvent:
+    """A normalized record from Kimi's session log (``wire.jsonl``)."""
+
+    kind: EventKind
+    text: str = ""
+    call_id: str = ""
+    name: str = ""
+    arguments: str = ""
+    is_error: bool = False
+    input_tokens: int = 0
+    output_tokens: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+ToolKind = Literal["edit", "shell", "read", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class KimiInstall:
+    binary: str
+    version: str
+    dialect: Literal["legacy", "kimi-code"]
+
+
+class Driver(ABC):
+    """One Kimi dialect. Instances are per session (they may hold per-session state)."""
+
+    name: ClassVar[str]
+    #: answer terminal queries (cursor position, device attributes) from the virtual screen
+    answer_terminal_queries: ClassVar[bool] = True
+    interrupt_key: ClassVar[str]
+    approve_key: ClassVar[str]
+    reject_key: ClassVar[str]
+    dismiss_question_key: ClassVar[str]
+    trust_key: ClassVar[str] = "\r"
+
+    def __init__(self, install: KimiInstall) -> None:
+        self.install = install
+
+    # -- process -------------------------------------------------------------------------------------
+    @abstractmethod
+    def argv(self) -> list[str]: ...
+
+    @abstractmethod
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        """The child's environment: the server's plus what this dialect needs."""
+
+    def prepare_workspace(self, workspace: Path, env: dict[str, str]) -> None:  # noqa: B027
+        """Hook run before spawning (e.g. pre-seed folder trust)."""
+
+    # -- screen --------------------------------------------------------------------------------------
+    @abstractmethod
+    def classify(self, lines: list[str]) -> ScreenState: ...
+
+    @abstractmethod
+    def session_id(self, screen_text: str) -> str | None: ...
+
+    @abstractmethod
+    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
+        """Keystrokes (with pauses after each, seconds) that type and submit ``text``."""
+
+    @abstractmethod
+    def exit_sequence(self) -> list[tuple[str, float]]: ...
+
+    @abstractmethod
+    def screen_error(self, text: str) -> KimiMCPError | None:
+        """An error message Kimi printed (auth, provider, network), or None."""
+
+    def echo_seen(self, text: str, prompt: str) -> bool:
+        """Whether the submitted prompt shows up as accepted in the output ``text``."""
+        first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
+        return bool(first) and first in text
+
+    # -- session log ---------------------------------------------------------------------------------
+    @abstractmethod
+    def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
+        """The session's wire.jsonl if it exists yet."""
+
+    @abstractmethod
+    def parse_wire_line(self, line: str) -> list[WireEvent]: ...
+
+    @abstractmethod
+    def tool_kind(self, name: str) -> ToolKind: ...
+
+    @abstractmethod
+    def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        """Paths a file-editing tool call would write (as given, possibly relative)."""
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @staticmethod
+    def home_of(env: dict[str, str]) -> Path:
+        return Path(env.get("HOME") or os.path.expanduser("~"))

@@ -1,0 +1,182 @@
+"""Driver for the legacy Python kimi-cli 1.50.x TUI (prompt_toolkit).
+
+Facts this relies on (docs/kimi-dialects.md): the input box ``── input`` stays visible during a turn,
+so readiness is judged from spinners and panels; ``TurnEnd`` in
+``$KIMI_SHARE_DIR|~/.kimi/sessions/<md5(workdir)>/<sid>/wire.jsonl`` marks the end of a turn, and tool
+calls are logged there *before* their approval panel appears.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import ApiError, AuthError, KimiMCPError
+from .base import Driver, ScreenState, ToolKind, WireEvent
+
+_SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
+_SESSION = re.compile(r"Session: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+_AUTH = re.compile(r"Authorization failed\.[^\n]*|LLM not set, send \"/login\"[^\n]*")
+_TRANSIENT = re.compile(
+    r"LLM provider error: Error code: (?:429|5\d\d)[^\n]*|Network connection failed[^\n]*"
+    r"|Request timed out[^\n]*|Membership expired[^\n]*|The server returned an empty response[^\n]*"
+)
+_SERVER_LINE = re.compile(r"Server: Error code: (\d{3})[^\n]*")
+
+_EDIT_TOOLS = {"WriteFile": ("path",), "StrReplaceFile": ("path",)}
+_SHELL_TOOLS = {"Shell"}
+_READ_TOOLS = {"ReadFile", "Glob", "Grep", "ReadMediaFile", "SetTodoList", "TaskList", "TaskOutput"}
+
+
+class LegacyDriver(Driver):
+    name = "legacy"
+    answer_terminal_queries = True  # prompt_toolkit asks for the cursor position (CPR) on every draw
+    interrupt_key = "\x03"
+    approve_key = "1"
+    reject_key = "3"
+    dismiss_question_key = "\x1b"
+
+    def argv(self) -> list[str]:
+        return [self.install.binary]
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update(KIMI_DISABLE_TELEMETRY="1", KIMI_CLI_NO_AUTO_UPDATE="1", TERM="xterm-256color")
+        env.setdefault("NO_PROXY", "127.0.0.1,localhost")
+        return env
+
+    # -- screen --------------------------------------------------------------------------------------
+    def classify(self, lines: list[str]) -> ScreenState:
+        input_rows = [i for i, line in enumerate(lines) if line.lstrip().startswith(("── input", "╌╌ input"))]
+        text = "\n".join(lines)
+        if "[1] Approve once" in text or "╭─ approval" in text:
+            return ScreenState.APPROVAL
+        if "╭─ question" in text:
+            return ScreenState.QUESTION
+        if not input_rows:
+            return ScreenState.STARTING
+        row = input_rows[-1]
+        above = [line for line in lines[:row] if line.strip()][-3:]
+        if any(_SPINNER.search(line) for line in above):
+            return ScreenState.BUSY
+        if "Model: not set" in text:
+            return ScreenState.NOT_LOGGED_IN
+        return ScreenState.READY
+
+    def session_id(self, screen_text: str) -> str | None:
+        match = _SESSION.search(screen_text)
+        return match.group(1) if match else None
+
+    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
+        # prompt_toolkit submits on CR; newlines inside the prompt go as bracketed paste.
+        if "\n" in text:
+            return [("\x1b[200~" + text + "\x1b[201~", 0.05), ("\r", 0.0)]
+        return [(text + "\r", 0.0)]
+
+    def exit_sequence(self) -> list[tuple[str, float]]:
+        return [("/exit\r", 0.0)]
+
+    def echo_seen(self, text: str, prompt: str) -> bool:
+        first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
+        return bool(first) and ("\u2728 " + first) in text
+
+    def screen_error(self, text: str) -> KimiMCPError | None:
+        if match := _AUTH.search(text):
+            server = _SERVER_LINE.search(text)
+            return AuthError(
+                f"Kimi could not authenticate with the model provider: {match.group(0).strip()}",
+                details={
+                    "kimi_message": match.group(0).strip(),
+                    "status": server.group(1) if server else None,
+                },
+            )
+        if match := _TRANSIENT.search(text):
+            return ApiError(
+                f"The model provider failed: {match.group(0).strip()}",
+                details={"kimi_message": match.group(0).strip()},
+            )
+        return None
+
+    # -- session log ---------------------------------------------------------------------------------
+    def _share_dir(self, env: dict[str, str]) -> Path:
+        share = env.get("KIMI_SHARE_DIR")
+        return Path(share) if share else self.home_of(env) / ".kimi"
+
+    def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
+        if not session_id:
+            return None
+        for candidate in (self._share_dir(env) / "sessions").glob(f"*/{session_id}/wire.jsonl"):
+            return candidate
+        return None
+
+    def parse_wire_line(self, line: str) -> list[WireEvent]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return []
+        message = record.get("message") or {}
+        kind = message.get("type")
+        payload = message.get("payload") or {}
+        if kind == "TurnBegin":
+            return [WireEvent("turn_begin")]
+        if kind == "StepBegin":
+            return [WireEvent("step")]
+        if kind == "ContentPart":
+            if payload.get("type") == "text":
+                return [WireEvent("text", text=payload.get("text") or "")]
+            if payload.get("type") == "think":
+                return [WireEvent("think", text=payload.get("think") or "")]
+            return []
+        if kind == "ToolCall":
+            function = payload.get("function") or {}
+            return [
+                WireEvent(
+                    "tool_call",
+                    call_id=payload.get("id") or "",
+                    name=function.get("name") or "",
+                    arguments=function.get("arguments") or "",
+                )
+            ]
+        if kind == "ToolResult":
+            value = payload.get("return_value") or {}
+            summary = value.get("message") or value.get("output") or ""
+            return [
+                WireEvent(
+                    "tool_result",
+                    call_id=payload.get("tool_call_id") or "",
+                    text=str(summary),
+                    is_error=bool(value.get("is_error")),
+                )
+            ]
+        if kind == "StatusUpdate":
+            usage = payload.get("token_usage") or {}
+            if usage:
+                return [
+                    WireEvent(
+                        "usage",
+                        input_tokens=int(usage.get("input_other", 0))
+                        + int(usage.get("input_cache_read", 0))
+                        + int(usage.get("input_cache_creation", 0)),
+                        output_tokens=int(usage.get("output", 0)),
+                        extra={"message_id": payload.get("message_id")},
+                    )
+                ]
+            return []
+        if kind == "TurnEnd":
+            return [WireEvent("turn_end")]
+        return []
+
+    def tool_kind(self, name: str) -> ToolKind:
+        if name in _EDIT_TOOLS:
+            return "edit"
+        if name in _SHELL_TOOLS:
+            return "shell"
+        if name in _READ_TOOLS:
+            return "read"
+        return "other"
+
+    def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        keys = _EDIT_TOOLS.get(name, ())
+        return [str(arguments[k]) for k in keys if isinstance(arguments.get(k), str)]

@@ -1,0 +1,197 @@
+"""Run one Kimi turn in a workspace and report what it said and every file it changed.
+
+The "before" snapshot is taken while Kimi starts up (off the critical path); after the turn ends the
+"after" diff runs while Kimi exits. Whatever happens (error, timeout, cancellation) the session is
+closed and the files already changed are still reported.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import tracker
+from ._logging import get_logger
+from ._policy import ApprovalPolicy
+from .config import Settings
+from .drivers import find_binary, make_driver, probe
+from .errors import KimiMCPError, SessionError, TaskCancelled
+from .models import ErrorInfo, TaskResult, TruncatedItem, Usage
+from .session import KimiSession, TurnTrace
+
+log = get_logger("runner")
+
+SECRET_ENV_VARS = ("MOONSHOT_API_KEY", "KIMI_API_KEY", "KIMI_MODEL_API_KEY", "OPENAI_API_KEY")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    prompt: str
+    workspace: Path
+    read_only: bool = False
+
+
+class _Slots:
+    """Bounds concurrent Kimi processes and serializes write tasks per workspace."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._workspaces: dict[str, threading.Lock] = {}
+        self._semaphore: threading.BoundedSemaphore | None = None
+        self._size = 0
+
+    def semaphore(self, size: int) -> threading.BoundedSemaphore:
+        with self._lock:
+            if self._semaphore is None or self._size != size:
+                self._semaphore, self._size = threading.BoundedSemaphore(size), size
+            return self._semaphore
+
+    def workspace_lock(self, workspace: Path) -> threading.Lock:
+        with self._lock:
+            return self._workspaces.setdefault(str(workspace), threading.Lock())
+
+
+_slots = _Slots()
+
+
+def _acquire(
+    lock: threading.Lock | threading.BoundedSemaphore, cancel: threading.Event, deadline: float
+) -> None:
+    while not lock.acquire(timeout=0.1):
+        if cancel.is_set():
+            raise TaskCancelled("cancelled while waiting for another task in the same workspace")
+        if time.monotonic() > deadline:
+            raise SessionError(
+                "timed out waiting for other Kimi tasks to finish",
+                suggestion="Raise KIMI_MCP_MAX_CONCURRENT or wait for running tasks.",
+                retryable=True,
+            )
+
+
+def tracker_options(settings: Settings) -> tracker.TrackerOptions:
+    return tracker.TrackerOptions(
+        extra_excluded_dirs=frozenset(settings.exclude_dirs),
+        max_file_chars=settings.max_file_chars,
+        max_total_chars=settings.max_total_chars,
+    )
+
+
+def run_task(
+    request: TaskRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    environ: dict[str, str] | None = None,
+) -> TaskResult:
+    """Blocking: run the task and always return a TaskResult (``success=False`` with ``error`` on failure)."""
+    progress = on_progress or (lambda _m: None)
+    cancel = cancel or threading.Event()
+    env = dict(os.environ if environ is None else environ)
+    started = time.monotonic()
+    deadline = started + settings.timeout
+    result = TaskResult(success=False, workspace=str(request.workspace))
+    options = tracker_options(settings)
+    held: list[threading.Lock | threading.BoundedSemaphore] = []
+    session: KimiSession | None = None
+    before: Future[tracker.Snapshot] | None = None
+    trace: TurnTrace | None = None
+    error: KimiMCPError | None = None
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kimi-tracker")
+    try:
+        binary = find_binary(settings.kimi_bin, env)
+        install = probe(binary, env, settings.dialect)
+        result.dialect, result.kimi_version = install.dialect, install.version
+        driver = make_driver(install)
+        semaphore = _slots.semaphore(settings.max_concurrent)
+        _acquire(semaphore, cancel, deadline)
+        held.append(semaphore)
+        if not request.read_only:
+            lock = _slots.workspace_lock(request.workspace)
+            _acquire(lock, cancel, deadline)
+            held.append(lock)
+        before = pool.submit(tracker.take_snapshot, request.workspace, options)
+        session = KimiSession(
+            driver,
+            request.workspace,
+            env=env,
+            policy=ApprovalPolicy(request.workspace, request.read_only, settings.allow_shell),
+            deadline=deadline,
+            startup_timeout=settings.startup_timeout,
+            cancel=cancel,
+            on_progress=progress,
+            secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
+            transcript_dir=settings.transcript_dir,
+        )
+        session.start()
+        result.session_id = session.session_id
+        before.result()  # the snapshot must be complete before Kimi can touch anything
+        trace = session.run_turn(request.prompt)
+        error = trace.error
+    except KimiMCPError as exc:
+        error = exc
+    except Exception as exc:  # a bug must still produce a clean result and a clean exit
+        log.exception("unexpected failure")
+        error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
+    finally:
+        after: Future[tracker.Changes] | None = None
+        if before is not None and before.done() and before.exception() is None:
+            after = pool.submit(tracker.diff, before.result(), options)
+        if session is not None:
+            if trace is None:
+                trace = session.trace
+            session.close()
+            result.session_id = result.session_id or session.session_id
+        if after is not None:
+            progress("collecting file changes")
+            try:
+                _fill_changes(result, request.workspace, after.result(), options)
+            except Exception as exc:  # report the turn even if the tracker fails
+                log.exception("tracker failed")
+                error = error or SessionError(f"could not list changed files: {exc}")
+        pool.shutdown(wait=True)
+        for item in reversed(held):
+            item.release()
+    if trace is not None:
+        result.output = trace.output
+        result.tool_calls = trace.tool_traces()
+        if trace.input_tokens or trace.output_tokens:
+            result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
+    result.duration_s = round(time.monotonic() - started, 3)
+    if error is not None:
+        result.error = ErrorInfo.from_exception(error)
+        result.success = False
+    else:
+        result.success = True
+    log.info(
+        "task done: success=%s created=%d modified=%d deleted=%d in %.1fs",
+        result.success,
+        len(result.files_created),
+        len(result.files_modified),
+        len(result.files_deleted),
+        result.duration_s,
+    )
+    return result
+
+
+def _fill_changes(
+    result: TaskResult, workspace: Path, changes: tracker.Changes, options: tracker.TrackerOptions
+) -> None:
+    result.files_created = list(changes.created)
+    result.files_modified = list(changes.modified)
+    result.files_deleted = list(changes.deleted)
+    report = tracker.collect_contents(workspace, [*changes.created, *changes.modified], options)
+    result.file_contents = dict(report.file_contents)
+    result.binary_files = list(report.binary_files)
+    result.secret_files = list(report.secret_files)
+    result.truncated = [
+        TruncatedItem(
+            path=item.path, reason=item.reason, size_bytes=item.size_bytes, returned_chars=item.returned_chars
+        )
+        for item in report.truncated
+    ]

@@ -1,0 +1,54 @@
+"""The FastMCP server: ``uv run kimi-mcp`` (stdio). stdout carries JSON-RPC only; logs go to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from fastmcp import FastMCP
+
+from . import __version__
+from ._logging import setup_logging
+from .config import ConfigError, Settings, load_env_file, load_settings
+from .tools import register_tools
+
+INSTRUCTIONS = (
+    "kimi-mcp delegates coding work to Kimi (Moonshot AI's coding agent CLI). Call kimi_code_task with a "
+    "self-contained task description; the result lists every file Kimi created, modified or deleted in the "
+    "workspace, with contents. The workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE."
+)
+
+
+def create_server(settings: Settings) -> FastMCP:
+    mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS)
+    register_tools(mcp, settings)
+    return mcp
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="kimi-mcp", description=INSTRUCTIONS)
+    parser.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--version", action="version", version=f"kimi-mcp {__version__}")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
+    load_env_file()
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"kimi-mcp: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+    setup_logging(settings.log_level, settings.log_file)
+    mcp = create_server(settings)
+    if args.http:
+        mcp.run(
+            transport="http", host=args.host, port=args.port, show_banner=False, host_origin_protection="auto"
+        )
+    else:
+        mcp.run(transport="stdio", show_banner=False)
+
+
+if __name__ == "__main__":
+    main()

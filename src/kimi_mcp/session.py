@@ -1,0 +1,522 @@
+"""One Kimi TUI process driven through a pty: starting → ready → prompting → waiting → collected →
+exiting → closed.
+
+Like ``pexpect.replwrap``, one clear idea decides when the other side is ready: the *driver* says what
+the screen means and where the session log is; this class only moves through the states. The end of a
+turn comes from the session log (``TurnEnd`` / ``turn.ended``), never from guessing at the screen; the
+screen is used for what the log does not record (readiness, approval panels, error lines) and to confirm
+that Kimi is idle before anything else is typed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pexpect
+
+from ._logging import get_logger
+from ._policy import ApprovalPolicy
+from ._proc import descendants, terminate_tree
+from ._screen import TerminalScreen, strip_ansi
+from .drivers.base import Driver, ScreenState, WireEvent
+from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from .models import ToolCallTrace
+
+log = get_logger("session")
+
+ROWS, COLS = 40, 120
+POLL = 0.02  # seconds between looks at the pty and the session log
+QUIET_BEFORE_TYPING = 0.25  # screen must be idle this long before typing after a turn
+TRIM = 2_000
+
+
+class State(enum.Enum):
+    NEW = "new"
+    STARTING = "starting"
+    READY = "ready"
+    SETUP = "setup"
+    PROMPTING = "prompting"
+    WAITING = "waiting"
+    COLLECTED = "collected"
+    EXITING = "exiting"
+    CLOSED = "closed"
+
+
+@dataclass
+class CallRecord:
+    call_id: str
+    name: str
+    arguments: str
+    result: str | None = None
+    is_error: bool = False
+    approval: str = "auto"
+
+    def trace(self) -> ToolCallTrace:
+        return ToolCallTrace(
+            name=self.name,
+            arguments=_trim(self.arguments),
+            result=None if self.result is None else _trim(self.result),
+            is_error=self.is_error,
+            approval=self.approval,  # type: ignore[arg-type]
+        )
+
+
+@dataclass
+class TurnTrace:
+    """Everything the session log said about one turn."""
+
+    begun: bool = False
+    ended: bool = False
+    steps: list[list[str]] = field(default_factory=list)
+    calls: dict[str, CallRecord] = field(default_factory=dict)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    error: KimiMCPError | None = None
+    ended_at: float | None = None  # perf_counter when the turn end was seen
+
+    @property
+    def output(self) -> str:
+        for texts in reversed(self.steps):
+            text = "".join(texts).strip()
+            if text:
+                return text
+        return ""
+
+    def tool_traces(self) -> list[ToolCallTrace]:
+        return [call.trace() for call in self.calls.values()]
+
+
+def _trim(text: str, limit: int = TRIM) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+class _WireTail:
+    """Reads complete new lines appended to a JSONL file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+
+    def poll(self) -> list[str]:
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return []
+        if size <= self._offset:
+            return []
+        with open(self.path, "rb") as handle:
+            handle.seek(self._offset)
+            data = handle.read(size - self._offset)
+        self._offset += len(data)
+        chunks = (self._partial + data).split(b"\n")
+        self._partial = chunks.pop()
+        return [chunk.decode("utf-8", "replace") for chunk in chunks if chunk.strip()]
+
+
+class KimiSession:
+    """Drive one interactive Kimi process. Blocking: call from a worker thread, not the event loop."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        workspace: Path,
+        *,
+        env: dict[str, str],
+        policy: ApprovalPolicy,
+        deadline: float,
+        startup_timeout: float = 60.0,
+        cancel: threading.Event | None = None,
+        on_progress: Callable[[str], None] | None = None,
+        secrets: list[str] | None = None,
+        transcript_dir: str | None = None,
+    ) -> None:
+        self.driver = driver
+        self.workspace = workspace
+        self.env = driver.environment(env)
+        self.policy = policy
+        self.deadline = deadline
+        self.startup_timeout = startup_timeout
+        self.cancel = cancel or threading.Event()
+        self._progress = on_progress or (lambda _msg: None)
+        self._secrets = [s for s in (secrets or []) if s and len(s) >= 4]
+        self._transcript_dir = transcript_dir
+        self._transcript: list[str] = []
+        self.screen = TerminalScreen(ROWS, COLS)
+        self.state = State.NEW
+        self.session_id: str | None = None
+        self.trace = TurnTrace()
+        self.ready_after_s: float | None = None
+        self._child: pexpect.spawn | None = None
+        self._eof = False
+        self._last_activity = time.monotonic()
+        self._wire: _WireTail | None = None
+        self._known_procs: list = []
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Spawn Kimi and wait until its input box is ready (running setup when it is not logged in)."""
+        self.state = State.STARTING
+        self.driver.prepare_workspace(self.workspace, self.env)
+        argv = self.driver.argv()
+        log.info("spawning %s in %s", " ".join(argv), self.workspace)
+        started = time.monotonic()
+        try:
+            self._child = pexpect.spawn(
+                argv[0],
+                argv[1:],
+                cwd=str(self.workspace),
+                env=self.env,
+                dimensions=(ROWS, COLS),
+                encoding="utf-8",
+                codec_errors="replace",
+                echo=False,
+            )
+        except (pexpect.ExceptionPexpect, OSError) as exc:
+            raise SessionError(f"could not start Kimi: {exc}", details={"argv": argv}) from exc
+        self._progress(f"starting Kimi ({self.driver.name} {self.driver.install.version})")
+        limit = min(self.deadline, started + self.startup_timeout)
+        while True:
+            self._check_abort(limit_for_timeout=limit, phase="startup")
+            self._pump(POLL * 2)
+            if self._eof:
+                raise SessionError(
+                    "Kimi exited during startup",
+                    details={"screen": self._redact(self.screen.tail[-1500:])},
+                    suggestion="Run `kimi` by hand in the workspace to see why it does not start.",
+                )
+            state = self.driver.classify(self.screen.lines)
+            if state == ScreenState.TRUST:
+                self._send(self.driver.trust_key)
+                self._sleep_pumping(0.3)
+                continue
+            if state == ScreenState.NOT_LOGGED_IN:
+                self._not_logged_in()
+                continue
+            if state == ScreenState.READY:
+                self.session_id = self.driver.session_id(self.screen.text)
+                break
+        self.ready_after_s = time.monotonic() - started
+        self.state = State.READY
+        self._progress(f"Kimi ready after {self.ready_after_s:.1f}s")
+        log.info("kimi ready after %.2fs, session %s", self.ready_after_s, self.session_id)
+
+    def _not_logged_in(self) -> None:
+        raise AuthError(
+            "Kimi is not logged in (no model configured)",
+            details={"dialect": self.driver.name},
+        )
+
+    def run_turn(self, prompt: str) -> TurnTrace:
+        """Submit ``prompt`` and return once the session log reports the end of the turn."""
+        if self.state != State.READY:
+            raise SessionError(f"cannot submit a prompt in state {self.state.value}")
+        self.state = State.PROMPTING
+        self.trace = TurnTrace()
+        mark = self.screen.total_chars
+        self._submit(prompt)
+        submitted = time.monotonic()
+        self.state = State.WAITING
+        self._progress("prompt sent; Kimi is working")
+        resubmitted = False
+        approval_seen: float | None = None
+        answered: dict[str, tuple[str, float, int]] = {}
+        busy_seen = False
+        while not self.trace.ended:
+            self._check_abort(limit_for_timeout=self.deadline, phase="turn")
+            self._pump(POLL)
+            self._read_wire()
+            if self.trace.ended:
+                break
+            if self._eof:
+                err = self.driver.screen_error(self.screen.tail_since(mark))
+                raise err or SessionError(
+                    "Kimi exited in the middle of the turn",
+                    details={"screen": self._redact(self.screen.tail[-1500:])},
+                )
+            state = self.driver.classify(self.screen.lines)
+            now = time.monotonic()
+            if state == ScreenState.BUSY:
+                busy_seen = True
+            if state == ScreenState.APPROVAL:
+                approval_seen = approval_seen or now
+                self._answer_approval(approval_seen, answered)
+                continue
+            approval_seen = None
+            if state == ScreenState.QUESTION:
+                self._progress("Kimi asked a question; dismissing it (no human in the loop)")
+                self._send(self.driver.dismiss_question_key)
+                self._sleep_pumping(0.5)
+                continue
+            since = self.screen.tail_since(mark)
+            if not self.trace.begun and state == ScreenState.READY and now - submitted > 0.5:
+                err = self.driver.screen_error(since)
+                if isinstance(err, AuthError):
+                    raise err
+            if (
+                not self.trace.begun
+                and not resubmitted
+                and now - submitted > 5.0
+                and not self.driver.echo_seen(since, prompt)
+            ):
+                log.warning("prompt was not accepted after 5s; submitting again")
+                self._submit(prompt)
+                resubmitted = True
+            if (
+                self._wire is None
+                and busy_seen
+                and state == ScreenState.READY
+                and now - submitted > 10.0
+                and now - self._last_activity > 1.0
+            ):
+                log.warning("no session log found; ending the turn on the screen going idle")
+                self.trace.ended = True
+                self.trace.ended_at = time.perf_counter()
+        self.state = State.COLLECTED
+        if not self.trace.output:
+            # No answer text: Kimi may have printed an error instead. Errors are committed to the screen
+            # shortly after the turn ends, so wait for the idle screen before reading them.
+            self._wait_idle(3.0)
+            self.trace.error = self.driver.screen_error(self.screen.tail_since(mark))
+        self._progress("turn finished")
+        return self.trace
+
+    def close(self) -> None:
+        """Exit Kimi cleanly if possible; in every case leave no process behind."""
+        child = self._child
+        if child is None or self.state == State.CLOSED:
+            self.state = State.CLOSED
+            return
+        self.state = State.EXITING
+        pid = child.pid
+        try:
+            self._known_procs = descendants(pid)
+            if child.isalive() and not self._eof:
+                if self.trace.begun and not self.trace.ended:
+                    self._interrupt(2.0)
+                self._wait_idle(3.0)
+                for keys, pause in self.driver.exit_sequence():
+                    self._send(keys)
+                    self._sleep_pumping(pause)
+                end = time.monotonic() + 5.0
+                while not self._eof and time.monotonic() < end:
+                    self._pump(0.05)
+        except Exception as exc:  # cleanup must go on whatever happened
+            log.warning("graceful exit failed: %s", exc)
+        finally:
+            alive = child.isalive()
+            if alive:
+                log.warning("Kimi did not exit by itself; terminating its process group")
+            terminate_tree(pid if alive else None, self._known_procs, grace=5.0)
+            with contextlib.suppress(Exception):
+                child.close(force=True)
+            self._save_transcript()
+            self.state = State.CLOSED
+            log.info("session closed (exit status %s)", child.exitstatus)
+
+    def __enter__(self) -> KimiSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._child.pid if self._child else None
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _check_abort(self, *, limit_for_timeout: float, phase: str) -> None:
+        if self.cancel.is_set():
+            self._interrupt(2.0)
+            raise TaskCancelled("the tool call was cancelled", details={"phase": phase})
+        if time.monotonic() >= limit_for_timeout:
+            if phase == "turn":
+                self._progress("time is up; interrupting Kimi")
+                self._interrupt(2.0)
+                raise TaskTimeout(
+                    "Kimi did not finish the turn in time",
+                    details={"phase": phase, "screen": self._redact(self.screen.tail[-800:])},
+                )
+            raise SessionError(
+                "Kimi did not become ready in time",
+                details={"phase": phase, "screen": self._redact(self.screen.tail[-1500:])},
+                suggestion="Run `kimi` by hand in the workspace to see what it waits for.",
+                retryable=True,
+            )
+
+    def _interrupt(self, wait: float) -> None:
+        """Interrupt a running turn and give Kimi a moment to log its end."""
+        if self._child is None or self._eof or not self.trace.begun or self.trace.ended:
+            return
+        with contextlib.suppress(Exception):
+            self._send(self.driver.interrupt_key)
+            end = time.monotonic() + wait
+            while not self.trace.ended and not self._eof and time.monotonic() < end:
+                self._pump(POLL)
+                self._read_wire()
+
+    def _submit(self, prompt: str) -> None:
+        for keys, pause in self.driver.submit_sequence(prompt):
+            self._send(keys)
+            if pause:
+                self._sleep_pumping(pause)
+
+    def _send(self, data: str) -> None:
+        if self._child is not None and not self._eof:
+            self._child.send(data)
+
+    def _pump(self, wait: float) -> None:
+        """Read what the child wrote (waiting at most ``wait``), feed the screen, answer queries."""
+        child = self._child
+        if child is None or self._eof:
+            time.sleep(wait)
+            return
+        timeout = wait
+        while True:
+            try:
+                data = child.read_nonblocking(65536, timeout=timeout)
+            except pexpect.TIMEOUT:
+                break
+            except pexpect.EOF:
+                self._eof = True
+                break
+            self._on_output(data)
+            timeout = 0
+        if self.driver.answer_terminal_queries:
+            for reply in self.screen.take_replies():
+                self._send(reply)
+        else:
+            self.screen.take_replies()
+
+    def _on_output(self, data: str) -> None:
+        self.screen.feed(data)
+        if self._transcript_dir is not None:
+            self._transcript.append(data)
+        if strip_ansi(data).strip():
+            self._last_activity = time.monotonic()
+
+    def _sleep_pumping(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._pump(min(POLL, max(0.0, end - time.monotonic())))
+
+    def _wait_idle(self, limit: float) -> bool:
+        """Wait until the screen is idle and quiet (safe to type). Returns False on timeout."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end and not self._eof:
+            self._pump(POLL)
+            self._read_wire()
+            state = self.driver.classify(self.screen.lines)
+            quiet = time.monotonic() - self._last_activity
+            if state in (ScreenState.READY, ScreenState.NOT_LOGGED_IN) and quiet >= QUIET_BEFORE_TYPING:
+                return True
+        return False
+
+    def _read_wire(self) -> None:
+        if self._wire is None:
+            path = self.driver.wire_log(self.env, self.workspace, self.session_id)
+            if path is None:
+                return
+            log.debug("session log: %s", path)
+            self._wire = _WireTail(path)
+        for line in self._wire.poll():
+            for event in self.driver.parse_wire_line(line):
+                self._apply(event)
+
+    def _apply(self, event: WireEvent) -> None:
+        trace = self.trace
+        if event.kind == "turn_begin":
+            trace.begun = True
+            trace.steps.append([])
+        elif event.kind == "step":
+            trace.steps.append([])
+        elif event.kind == "text":
+            if not trace.steps:
+                trace.steps.append([])
+            trace.steps[-1].append(event.text)
+        elif event.kind == "tool_call":
+            trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
+            self._progress(f"Kimi runs {event.name} {_summarize_args(event.arguments)}".strip())
+        elif event.kind == "tool_result":
+            call = trace.calls.get(event.call_id)
+            if call is not None:
+                call.result = event.text
+                call.is_error = event.is_error
+        elif event.kind == "usage":
+            trace.input_tokens += event.input_tokens
+            trace.output_tokens += event.output_tokens
+        elif event.kind == "turn_end" and trace.begun:
+            trace.ended = True
+            trace.ended_at = time.perf_counter()
+
+    def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int]]) -> None:
+        """Answer the approval panel on screen by policy, using the pending call from the session log."""
+        now = time.monotonic()
+        pending = [c for c in self.trace.calls.values() if c.result is None]
+        call = pending[-1] if pending else None
+        if call is None and now - seen_at < 1.5:
+            return  # the session log normally shows the call first; give it a moment
+        key_id = call.call_id if call else "?"
+        if key_id in answered:
+            key, sent_at, tries = answered[key_id]
+            if now - sent_at < 1.5 or tries >= 3:
+                return  # wait for the panel to go away before looking again
+            self._send(key)
+            answered[key_id] = (key, now, tries + 1)
+            return
+        if call is None:
+            approve, reason = False, "approval panel without a matching tool call in the session log"
+            kind = None
+        else:
+            kind = self.driver.tool_kind(call.name)
+            try:
+                args = json.loads(call.arguments or "{}")
+            except ValueError:
+                args = {}
+            targets = self.driver.edit_targets(call.name, args if isinstance(args, dict) else {})
+            approve, reason = self.policy.decide(kind, targets)
+            call.approval = "approved" if approve else "rejected"
+        key = self.driver.approve_key if approve else self.driver.reject_key
+        self._send(key)
+        answered[key_id] = (key, now, 1)
+        verb = "approved" if approve else "rejected"
+        name = call.name if call else "unknown tool"
+        self._progress(f"{verb} {name}: {reason}")
+        log.info("%s %s (%s)", verb, name, reason)
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _save_transcript(self) -> None:
+        if not self._transcript_dir or not self._transcript:
+            return
+        try:
+            folder = Path(self._transcript_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f"{time.strftime('%Y%m%dT%H%M%S')}-{self.session_id or os.getpid()}.log"
+            (folder / name).write_text(self._redact("".join(self._transcript)), encoding="utf-8")
+        except OSError as exc:
+            log.warning("could not save transcript: %s", exc)
+
+
+def _summarize_args(arguments: str) -> str:
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(args, dict):
+        return ""
+    for key in ("path", "file_path", "command", "pattern", "url"):
+        if isinstance(args.get(key), str):
+            return _trim(args[key], 120)
+    return ""

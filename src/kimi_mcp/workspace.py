@@ -1,0 +1,128 @@
+"""Where a task runs and which files it may read: workspace resolution and context files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from ._ignore import is_secret_path
+from .errors import BadInput, WorkspaceError
+
+
+def resolve_workspace(work_dir: str | None, roots: list[str], default: str | None) -> Path:
+    """``work_dir`` if given, else the client's first root, else ``KIMI_MCP_WORKSPACE``, else the cwd."""
+    if work_dir is not None and work_dir.strip():
+        raw = os.path.expanduser(work_dir.strip())
+        base = roots[0] if roots else (default or os.getcwd())
+        candidate = Path(raw if os.path.isabs(raw) else os.path.join(base, raw))
+        source = "work_dir"
+    elif roots:
+        candidate, source = Path(roots[0]), "client root"
+    elif default:
+        candidate, source = Path(os.path.expanduser(default)), "KIMI_MCP_WORKSPACE"
+    else:
+        candidate, source = Path.cwd(), "server working directory"
+    if not candidate.exists():
+        raise WorkspaceError(f"{source} {candidate} does not exist", details={"work_dir": str(candidate)})
+    if not candidate.is_dir():
+        raise WorkspaceError(f"{source} {candidate} is not a directory", details={"work_dir": str(candidate)})
+    resolved = candidate.resolve()
+    if resolved == Path(resolved.anchor):
+        raise WorkspaceError(
+            "refusing to use the filesystem root as the workspace",
+            details={"work_dir": str(candidate)},
+            suggestion="Pass the project directory as work_dir.",
+        )
+    return resolved
+
+
+def roots_to_paths(uris: list[str]) -> list[str]:
+    """``file://`` root URIs announced by the MCP client, as local paths (others are ignored)."""
+    paths = []
+    for uri in uris:
+        parsed = urlparse(uri)
+        if parsed.scheme == "file":
+            paths.append(unquote(parsed.path))
+    return paths
+
+
+@dataclass(frozen=True, slots=True)
+class ContextFile:
+    path: str  # relative to the workspace, POSIX
+    text: str
+
+
+def safe_relative(workspace: Path, raw: str) -> str:
+    """Validate a user-supplied path: inside the workspace, no ``..``, no symlink escape.
+
+    Returns the POSIX path relative to the workspace. Raises BadInput otherwise.
+    """
+    if not raw or not raw.strip() or "\x00" in raw:
+        raise BadInput("empty or invalid path", details={"path": raw})
+    given = Path(os.path.expanduser(raw.strip()))
+    if ".." in given.parts:
+        raise BadInput(f"path {raw!r} contains '..'", details={"path": raw})
+    absolute = given if given.is_absolute() else workspace / given
+    root = os.path.realpath(workspace)
+    real = os.path.realpath(absolute)
+    if not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+        raise BadInput(
+            f"path {raw!r} is outside the workspace {workspace}",
+            details={"path": raw, "workspace": str(workspace)},
+            suggestion="Pass paths inside the workspace (relative to it), or change work_dir.",
+        )
+    lexical = os.path.normpath(str(absolute))
+    if not (lexical == root or lexical.startswith(root.rstrip(os.sep) + os.sep)):
+        # e.g. /other/link -> inside: accept only the real location's relative path
+        lexical = real
+    return Path(os.path.relpath(lexical, root)).as_posix()
+
+
+def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> list[ContextFile]:
+    """Read the files a caller wants Kimi to see. Every problem is reported at once, clearly."""
+    files: list[ContextFile] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for raw in paths:
+        try:
+            rel = safe_relative(workspace, raw)
+        except BadInput as exc:
+            problems.append(exc.message)
+            continue
+        if rel in seen:
+            continue
+        seen.add(rel)
+        full = workspace / rel
+        if is_secret_path(rel):
+            problems.append(f"{rel} looks like a secret (keys, .env, credentials) and is never sent to Kimi")
+            continue
+        if not full.exists():
+            problems.append(f"{rel} does not exist")
+            continue
+        if not full.is_file():
+            problems.append(f"{rel} is not a regular file")
+            continue
+        size = full.stat().st_size
+        if size > max_bytes:
+            problems.append(f"{rel} is {size} bytes, over the {max_bytes}-byte context file limit")
+            continue
+        data = full.read_bytes()
+        if b"\x00" in data[:8192]:
+            problems.append(f"{rel} is a binary file")
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(f"{rel} is not UTF-8 text")
+            continue
+        files.append(ContextFile(rel, text))
+    if problems:
+        raise BadInput(
+            "invalid context_files: " + "; ".join(problems),
+            details={"problems": problems},
+            suggestion="Pass existing UTF-8 text files inside the workspace (relative paths), "
+            "within KIMI_MCP_MAX_CONTEXT_BYTES.",
+        )
+    return files
