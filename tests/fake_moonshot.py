@@ -244,7 +244,11 @@ class FakeMoonshot:
                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
                     }
                     if usage:
-                        chunk["usage"] = {"prompt_tokens": 1000, "completion_tokens": 20, "total_tokens": 1020}
+                        chunk["usage"] = {
+                            "prompt_tokens": 1000,
+                            "completion_tokens": 20,
+                            "total_tokens": 1020,
+                        }
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                     self.wfile.flush()
 
@@ -275,7 +279,13 @@ class FakeMoonshot:
                         )
                         encoded = json.dumps(args)
                         for j in range(0, len(encoded), 40):
-                            send({"tool_calls": [{"index": index, "function": {"arguments": encoded[j : j + 40]}}]})
+                            send(
+                                {
+                                    "tool_calls": [
+                                        {"index": index, "function": {"arguments": encoded[j : j + 40]}}
+                                    ]
+                                }
+                            )
                     finish = "tool_calls" if reply.tool_calls else "stop"
                     send({}, finish=finish, usage=True)
                     self.wfile.write(b"data: [DONE]\n\n")

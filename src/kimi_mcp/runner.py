@@ -158,8 +158,9 @@ def run_task(
         for item in reversed(held):
             item.release()
     if trace is not None:
-        result.output = trace.output
-        result.tool_calls = trace.tool_traces()
+        redact = session.redact if session is not None else (lambda text: text)
+        result.output = redact(trace.output)
+        result.tool_calls = trace.tool_traces(redact)
         if trace.input_tokens or trace.output_tokens:
             result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
     result.duration_s = round(time.monotonic() - started, 3)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pexpect
 
+from ._ignore import is_secret_path
 from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._proc import descendants, terminate_tree
@@ -59,11 +60,15 @@ class CallRecord:
     is_error: bool = False
     approval: str = "auto"
 
-    def trace(self) -> ToolCallTrace:
+    def trace(self, redact: Callable[[str], str] = lambda text: text) -> ToolCallTrace:
+        arguments, result = self.arguments, self.result
+        if _touches_secret(arguments):
+            arguments = _withhold_arguments(arguments)
+            result = None if result is None else "[withheld: the call touched a secret file]"
         return ToolCallTrace(
             name=self.name,
-            arguments=_trim(self.arguments),
-            result=None if self.result is None else _trim(self.result),
+            arguments=_trim(redact(arguments)),
+            result=None if result is None else _trim(redact(result)),
             is_error=self.is_error,
             approval=self.approval,  # type: ignore[arg-type]
         )
@@ -90,8 +95,27 @@ class TurnTrace:
                 return text
         return ""
 
-    def tool_traces(self) -> list[ToolCallTrace]:
-        return [call.trace() for call in self.calls.values()]
+    def tool_traces(self, redact: Callable[[str], str] = lambda text: text) -> list[ToolCallTrace]:
+        return [call.trace(redact) for call in self.calls.values()]
+
+
+_PATH_KEYS = ("path", "file_path", "filename", "file")
+
+
+def _touches_secret(arguments: str) -> bool:
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return False
+    if not isinstance(args, dict):
+        return False
+    return any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS)
+
+
+def _withhold_arguments(arguments: str) -> str:
+    args = json.loads(arguments)
+    kept = {k: (v if k in _PATH_KEYS else "[withheld]") for k, v in args.items()}
+    return json.dumps(kept, ensure_ascii=False)
 
 
 def _trim(text: str, limit: int = TRIM) -> str:
@@ -302,13 +326,29 @@ class KimiSession:
             if child.isalive() and not self._eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(2.0)
-                self._wait_idle(3.0)
-                for keys, pause in self.driver.exit_sequence():
-                    self._send(keys)
-                    self._sleep_pumping(pause)
-                end = time.monotonic() + 5.0
-                while not self._eof and time.monotonic() < end:
-                    self._pump(0.05)
+                for attempt, sequence in enumerate(
+                    (
+                        self.driver.exit_sequence(),
+                        self.driver.exit_sequence(),
+                        self.driver.exit_retry_sequence(),
+                    )
+                ):
+                    idle = self._wait_idle(3.0 if attempt == 0 else 1.5)
+                    if attempt:
+                        log.warning(
+                            "Kimi did not exit (attempt %d, idle=%s); screen:\n%s",
+                            attempt,
+                            idle,
+                            self._redact("\n".join(line for line in self.screen.lines if line.strip())),
+                        )
+                    for keys, pause in sequence:
+                        self._send(keys)
+                        self._sleep_pumping(pause)
+                    end = time.monotonic() + 2.5
+                    while not self._eof and time.monotonic() < end:
+                        self._pump(0.05)
+                    if self._eof:
+                        break
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
         finally:
@@ -460,8 +500,13 @@ class KimiSession:
     def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int]]) -> None:
         """Answer the approval panel on screen by policy, using the pending call from the session log."""
         now = time.monotonic()
-        pending = [c for c in self.trace.calls.values() if c.result is None]
-        call = pending[-1] if pending else None
+        pending = [c for c in self.trace.calls.values() if c.result is None and c.approval == "auto"]
+        shown = self.driver.approval_tool(self.screen.lines)
+        if shown:
+            pending = [c for c in pending if c.name == shown]
+        call = pending[0] if pending else None  # panels come in call order
+        if call is None and answered and now - max(t for _, t, _ in answered.values()) < 1.5:
+            return  # the panel we just answered is still on screen
         if call is None and now - seen_at < 1.5:
             return  # the session log normally shows the call first; give it a moment
         key_id = call.call_id if call else "?"
@@ -491,6 +536,10 @@ class KimiSession:
         name = call.name if call else "unknown tool"
         self._progress(f"{verb} {name}: {reason}")
         log.info("%s %s (%s)", verb, name, reason)
+
+    def redact(self, text: str) -> str:
+        """Mask known secrets (API keys from the environment) in text that leaves the session."""
+        return self._redact(text)
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:

@@ -84,6 +84,14 @@ class Driver(ABC):
     @abstractmethod
     def session_id(self, screen_text: str) -> str | None: ...
 
+    def approval_tool(self, lines: list[str]) -> str | None:
+        """The tool name an approval panel on screen asks about, if the dialect shows it."""
+        return None
+
+    def exit_retry_sequence(self) -> list[tuple[str, float]]:
+        """Second way out when the first exit sequence was not obeyed."""
+        return self.exit_sequence()
+
     @abstractmethod
     def submit_sequence(self, text: str) -> list[tuple[str, float]]:
         """Keystrokes (with pauses after each, seconds) that type and submit ``text``."""

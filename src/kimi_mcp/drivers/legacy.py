@@ -23,6 +23,7 @@ _TRANSIENT = re.compile(
     r"LLM provider error: Error code: (?:429|5\d\d)[^\n]*|Network connection failed[^\n]*"
     r"|Request timed out[^\n]*|Membership expired[^\n]*|The server returned an empty response[^\n]*"
 )
+_APPROVAL_TOOL = re.compile(r"(\w+) is requesting approval")
 _SERVER_LINE = re.compile(r"Server: Error code: (\d{3})[^\n]*")
 
 _EDIT_TOOLS = {"WriteFile": ("path",), "StrReplaceFile": ("path",)}
@@ -65,6 +66,12 @@ class LegacyDriver(Driver):
             return ScreenState.NOT_LOGGED_IN
         return ScreenState.READY
 
+    def approval_tool(self, lines: list[str]) -> str | None:
+        for line in lines:
+            if match := _APPROVAL_TOOL.search(line):
+                return match.group(1)
+        return None
+
     def session_id(self, screen_text: str) -> str | None:
         match = _SESSION.search(screen_text)
         return match.group(1) if match else None
@@ -77,6 +84,9 @@ class LegacyDriver(Driver):
 
     def exit_sequence(self) -> list[tuple[str, float]]:
         return [("/exit\r", 0.0)]
+
+    def exit_retry_sequence(self) -> list[tuple[str, float]]:
+        return [("\x04", 0.0)]  # Ctrl-D at an idle prompt exits too
 
     def echo_seen(self, text: str, prompt: str) -> bool:
         first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""

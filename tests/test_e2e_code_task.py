@@ -1,0 +1,352 @@
+"""kimi_code_task end to end: fastmcp.Client → kimi-mcp server process → real Kimi TUI → fake API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import FAKE_KEY, KimiUnderTest
+from fake_moonshot import FakeMoonshot, Reply
+from mcp_helpers import call_tool, processes_with_home, with_client
+
+pytestmark = pytest.mark.e2e
+
+
+def run(kimi: KimiUnderTest, workspace: Path, tmp_path: Path, args: dict, progress: list | None = None):
+    arguments = {"work_dir": str(workspace), **args}
+    result = call_tool(kimi.env, workspace, tmp_path / "server.log", "kimi_code_task", arguments, progress)
+    return result, result.structured_content
+
+
+def test_tool_is_listed_with_schema_and_annotations(kimi: KimiUnderTest, workspace: Path, tmp_path: Path):
+    async def body(client):
+        return await client.list_tools()
+
+    tools = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    tool = {t.name: t for t in tools}["kimi_code_task"]
+    assert tool.output_schema["properties"]["files_created"]["type"] == "array"
+    assert set(tool.input_schema["required"]) == {"task_description"}
+    assert tool.annotations.destructive_hint is True
+    assert tool.annotations.read_only_hint is False
+
+
+def test_create_modify_delete_are_reported_exactly(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    (workspace / "keep.txt").write_text("untouched\n")
+    (workspace / "old.txt").write_text("old\n")
+    (workspace / "gone.txt").write_text("bye\n")
+    (workspace / "sub").mkdir()
+    (workspace / "sub" / "gone2.txt").write_text("bye2\n")
+    fake.script(
+        [
+            Reply.tools(
+                [
+                    kimi.write("new.py", "print('new')\n"),
+                    kimi.shell("printf 'changed\\n' > old.txt && rm gone.txt && rm -r sub"),
+                ],
+                text="Working on it.",
+            ),
+            Reply.text_reply("Created new.py, changed old.txt, removed gone.txt and sub/."),
+        ]
+    )
+    progress: list = []
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "reorganise the files"}, progress)
+
+    assert result.is_error is False, data
+    assert data["success"] is True and data["error"] is None
+    assert data["output"] == "Created new.py, changed old.txt, removed gone.txt and sub/."
+    assert data["files_created"] == ["new.py"]
+    assert data["files_modified"] == ["old.txt"]
+    assert data["files_deleted"] == ["gone.txt", "sub/gone2.txt"]
+    assert data["file_contents"] == {"new.py": "print('new')\n", "old.txt": "changed\n"}
+    # the disk agrees with the report
+    assert (workspace / "new.py").read_text() == "print('new')\n"
+    assert (workspace / "old.txt").read_text() == "changed\n"
+    assert not (workspace / "gone.txt").exists() and (workspace / "keep.txt").read_text() == "untouched\n"
+    names = [c["name"] for c in data["tool_calls"]]
+    assert names == [kimi.write_tool, kimi.shell_tool]
+    assert all(c["approval"] in ("approved", "auto") and not c["is_error"] for c in data["tool_calls"])
+    assert data["usage"]["output_tokens"] > 0
+    assert data["session_id"] and data["dialect"] == kimi.name and data["duration_s"] > 0
+    assert progress, "the server must send progress notifications while Kimi works"
+    assert any("Kimi" in (msg or "") for _, _, msg in progress)
+    # the prompt reached the model intact
+    assert "reorganise the files" in json.dumps(fake.chat_requests()[0]["body"]["messages"])
+    assert not processes_with_home(kimi.home)
+
+
+def test_plain_answer_changes_nothing(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    (workspace / "a.txt").write_text("a\n")
+    fake.script([Reply.text_reply("The answer is 42.\nNo files were changed.")])
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "what is the answer?"})
+    assert data["success"] is True
+    assert data["output"] == "The answer is 42.\nNo files were changed."
+    assert data["files_created"] == data["files_modified"] == data["files_deleted"] == []
+    assert data["tool_calls"] == []
+
+
+def test_multi_step_turn_and_context_files(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    (workspace / "lib.py").write_text("def f():\n    return 1\n")
+    fake.script(
+        [
+            Reply.tool(*kimi.write("step1.txt", "one\n")),
+            Reply.tool(*kimi.write("step2.txt", "two\n")),
+            Reply.tool(*kimi.shell("cat step1.txt step2.txt > both.txt")),
+            Reply.text_reply("Three steps done."),
+        ]
+    )
+    result, data = run(
+        kimi, workspace, tmp_path, {"task_description": "do three steps", "context_files": ["lib.py"]}
+    )
+    assert data["success"] is True, data
+    assert data["output"] == "Three steps done."
+    assert data["files_created"] == ["both.txt", "step1.txt", "step2.txt"]
+    assert data["file_contents"]["both.txt"] == "one\ntwo\n"
+    assert len(data["tool_calls"]) == 3
+    first_prompt = json.dumps(fake.chat_requests()[0]["body"]["messages"])
+    assert "def f():" in first_prompt and "lib.py" in first_prompt
+
+
+def test_writes_outside_the_workspace_are_rejected(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    outside = tmp_path / "outside.txt"
+    fake.script(
+        [
+            Reply.tool(*kimi.write(str(outside), "escaped\n")),
+            Reply.text_reply("I could not write there."),
+        ]
+    )
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "write outside"})
+    assert not outside.exists()
+    assert data["tool_calls"][0]["approval"] == "rejected"
+    assert data["files_created"] == []
+
+
+def test_secrets_binary_and_budgets(kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path):
+    big = "x" * 30_000
+    fake.script(
+        [
+            Reply.tools(
+                [
+                    kimi.write(".env", "API_TOKEN=supersecretvalue\n"),
+                    kimi.write("big.txt", big),
+                    kimi.shell("printf 'PNG\\000\\001\\002' > image.bin"),
+                ]
+            ),
+            Reply.text_reply("done"),
+        ]
+    )
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "make files"})
+    assert data["success"] is True, data
+    assert data["files_created"] == [".env", "big.txt", "image.bin"]
+    assert ".env" in data["secret_files"] and ".env" not in data["file_contents"]
+    assert "supersecretvalue" not in json.dumps(result.structured_content)
+    assert "supersecretvalue" not in "".join(getattr(c, "text", "") for c in result.content)
+    assert data["binary_files"] == ["image.bin"]
+    assert len(data["file_contents"]["big.txt"]) == 20_000
+    cut = {t["path"]: t for t in data["truncated"]}
+    assert cut["big.txt"]["reason"] == "file_too_large" and cut["big.txt"]["size_bytes"] == 30_000
+
+
+def test_bad_input_is_a_clear_error_and_kimi_is_not_started(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    (workspace / ".env").write_text("SECRET=1\n")
+    (tmp_path / "outside.txt").write_text("outside\n")
+
+    async def body(client):
+        results = []
+        for args in (
+            {"task_description": "x", "work_dir": str(tmp_path / "missing")},
+            {"task_description": "x", "work_dir": str(workspace), "context_files": ["../outside.txt"]},
+            {"task_description": "x", "work_dir": str(workspace), "context_files": [".env", "nope.py"]},
+            {"task_description": "   ", "work_dir": str(workspace)},
+        ):
+            results.append(await client.call_tool("kimi_code_task", args, raise_on_error=False))
+        # the server is still up and answers
+        tools = await client.list_tools()
+        return results, tools
+
+    results, tools = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert [r.is_error for r in results] == [True] * 4
+    errors = [r.structured_content["error"] for r in results]
+    assert errors[0]["type"] == "filesystem" and "does not exist" in errors[0]["message"]
+    assert errors[1]["type"] == "bad_input" and "'..'" in errors[1]["message"]
+    assert errors[2]["type"] == "bad_input"
+    assert "secret" in errors[2]["message"] and "nope.py does not exist" in errors[2]["message"]
+    assert "SECRET=1" not in json.dumps(errors)
+    assert errors[3]["type"] == "bad_input"
+    assert all(e["suggestion"] for e in errors)
+    assert fake.chat_requests() == []
+    assert tools
+
+
+def test_api_401_is_an_auth_error(kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path):
+    fake.script([Reply.error(401, "fake 401 error")])
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "hello"})
+    assert result.is_error is True
+    assert data["success"] is False
+    assert data["error"]["type"] == "auth" and data["error"]["retryable"] is False
+    assert "MOONSHOT_API_KEY" in data["error"]["suggestion"] or "login" in data["error"]["suggestion"]
+    assert FAKE_KEY not in json.dumps(data)
+    assert not processes_with_home(kimi.home)
+
+
+def test_timeout_kills_the_process_group_and_reports_partial_work(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    kimi.env["KIMI_MCP_TIMEOUT"] = "25"
+    fake.script(
+        [
+            Reply.tool(*kimi.write("partial.txt", "written before the stall\n")),
+            Reply.tool(*kimi.shell("sleep 300")),
+            Reply.text_reply("never reached"),
+        ]
+    )
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "start and stall"})
+    assert result.is_error is True
+    assert data["error"]["type"] == "timeout" and data["error"]["retryable"] is True
+    assert data["files_created"] == ["partial.txt"]
+    assert data["file_contents"]["partial.txt"] == "written before the stall\n"
+    assert not processes_with_home(kimi.home), "Kimi or its shell children survived the timeout"
+
+
+def test_cancel_stops_kimi_and_server_keeps_serving(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    fake.script([Reply.hang(120)], marker="HANGME")
+    fake.script([Reply.text_reply("second call works")], marker="SECOND")
+    seen_progress: list = []
+
+    async def body(client):
+        async def on_progress(done, total, message):
+            seen_progress.append(message)
+
+        with anyio.move_on_after(20):
+            await client.call_tool(
+                "kimi_code_task",
+                {"task_description": "HANGME please", "work_dir": str(workspace)},
+                progress_handler=on_progress,
+            )
+        # give the server a moment to interrupt and reap Kimi, then check nothing is left
+        for _ in range(100):
+            if not processes_with_home(kimi.home):
+                break
+            await anyio.sleep(0.1)
+        left = processes_with_home(kimi.home)
+        second = await client.call_tool(
+            "kimi_code_task",
+            {"task_description": "SECOND call", "work_dir": str(workspace)},
+            raise_on_error=False,
+        )
+        return left, second
+
+    left, second = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert left == []
+    assert second.structured_content["success"] is True
+    assert second.structured_content["output"] == "second call works"
+
+
+def test_event_loop_stays_responsive_during_a_turn(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    fake.script([Reply.text_reply("slow answer " * 20, token_delay=0.3, chunk_chars=12)])
+    order: list[str] = []
+
+    async def body(client):
+        async def long_call():
+            await client.call_tool("kimi_code_task", {"task_description": "slow", "work_dir": str(workspace)})
+            order.append("task")
+
+        async def pings():
+            await anyio.sleep(3)
+            for _ in range(3):
+                assert await client.list_tools()
+                bad = await client.call_tool(
+                    "kimi_code_task",
+                    {"task_description": "x", "work_dir": "/nonexistent"},
+                    raise_on_error=False,
+                )
+                assert bad.structured_content["error"]["type"] == "filesystem"
+            order.append("pings")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(long_call)
+            group.start_soon(pings)
+
+    asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert order == ["pings", "task"]
+
+
+def test_stdout_carries_only_json_rpc(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Drive the server with raw JSON-RPC and check every stdout line is a JSON-RPC message."""
+    import subprocess
+
+    from mcp_helpers import SERVER
+
+    fake.script([Reply.tool(*kimi.write("x.txt", "x\n")), Reply.text_reply("ok")])
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "kimi_code_task",
+                "arguments": {"task_description": "write x", "work_dir": str(workspace)},
+            },
+        },
+    ]
+    proc = subprocess.Popen(
+        [SERVER],
+        env=kimi.env,
+        cwd=workspace,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if json.loads(line).get("id") == 2:
+                break
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        stderr = proc.stderr.read()
+    parsed = [json.loads(line) for line in lines]  # raises on any non-JSON byte on stdout
+    assert all(p.get("jsonrpc") == "2.0" for p in parsed)
+    final = [p for p in parsed if p.get("id") == 2][0]
+    assert final["result"]["structuredContent"]["files_created"] == ["x.txt"]
+    assert "kimi ready" in stderr  # logs went to stderr
