@@ -125,6 +125,7 @@ def main() -> int:
     root = base / "repo"
     root.mkdir()
     ok = True
+    load_start = f"{os.getloadavg()[0]:.2f}"
     try:
         t0 = time.perf_counter()
         tracked = generate(root, args.files, args.per_dir)
@@ -140,10 +141,10 @@ def main() -> int:
         )
 
         rng = random.Random(1234)
-        snaps, par, ser, gits, rss, rss_base = [], [], [], [], [], []
+        snaps, par, ser, gits, rss = [], [], [], [], []
+        rss_base = proc.memory_info().rss
         parallel_active = False
         for run in range(args.runs):
-            rss_base.append(proc.memory_info().rss)
             t0 = time.perf_counter()
             snapshot = take_snapshot(root)
             snaps.append(time.perf_counter() - t0)
@@ -171,11 +172,12 @@ def main() -> int:
             time_git_status(root)
 
         def row(label: str, values: list[float], unit: str = "s", scale: float = 1.0) -> None:
-            shown = ", ".join(f"{v * scale:.{1 if unit == 'MB' else 3}f}" for v in values)
-            print(f"{label:<34}{statistics.median(values) * scale:>10.3f} {unit:<3} [{shown}]")
+            digits = 1 if unit == "MB" else 3
+            shown = ", ".join(f"{v * scale:.{digits}f}" for v in values)
+            print(f"{label:<34}{statistics.median(values) * scale:>10.{digits}f} {unit:<3} [{shown}]")
 
         print()
-        print(f"{'metric':<34}{'median':>10}     runs")
+        print(f"{'metric':<34}{'median':>10}     samples")
         row("take_snapshot", snaps)
         row("diff (default; fork-parallel)", par)
         row("diff (serial, in-process)", ser)
@@ -185,10 +187,11 @@ def main() -> int:
         print(f"{'ratio tracker_diff / git_status':<34}{ratio:>10.2f}     (target <= 1.0)")
         print(f"{'ratio serial_diff / git_status':<34}{ratio_serial:>10.2f}")
         mb = 1 / (1024 * 1024)
-        row("RSS before snapshot", rss_base, "MB", mb)
+        row("RSS before any snapshot", [rss_base], "MB", mb)
         row("RSS with snapshot held", rss, "MB", mb)
         print(f"{'':<34}{'':>10}     (target <= 100 MB)")
         print(f"fork-parallel diff used by default: {parallel_active} (cpus={os.cpu_count()})")
+        print(f"load average at start/end: {load_start} / {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep:
             print(f"kept {root}")

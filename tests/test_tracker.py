@@ -48,11 +48,12 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
 def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:
     """Simulate a filesystem whose timestamps did not move on the last write (coarse granularity):
     overwrite the recorded mtime/ctime/inode with the current ones, keeping the recorded size."""
-    dir_rel, _, name = rel.rpartition("/")
-    files = snapshot._dirs[dir_rel].files
-    key = files[name]
+    slot = snapshot._index(rel)
+    assert slot is not None
     st = os.lstat(snapshot.root / rel)
-    files[name] = (key[0], st.st_mtime_ns, st.st_ctime_ns, st.st_ino, key[4])
+    snapshot._stats[3 * slot + 1] = st.st_mtime_ns
+    snapshot._stats[3 * slot + 2] = st.st_ctime_ns
+    snapshot._inodes[slot] = st.st_ino
 
 
 # ------------------------------------------------------------------------------------------------ diff
@@ -93,7 +94,7 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     write(tmp_path, "same.txt", "same\n")
     tmp = write(tmp_path, "replaced.txt.tmp", "same too\n")
     os.replace(tmp, tmp_path / "replaced.txt")  # new inode, same bytes
-    assert os.stat(tmp_path / "replaced.txt").st_ino != before._dirs[""].files["replaced.txt"][3]
+    assert os.stat(tmp_path / "replaced.txt").st_ino != before._inodes[before._index("replaced.txt")]
     assert diff(before) == changes()
 
 

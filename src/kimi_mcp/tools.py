@@ -11,6 +11,7 @@ from collections import deque
 from typing import Annotated
 
 import anyio
+import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from mcp.types import ToolAnnotations
@@ -29,17 +30,44 @@ log = get_logger("tools")
 HEARTBEAT_S = 5.0
 
 
-async def client_roots(ctx: Context) -> list[str]:
-    """The client's ``file://`` roots, if it supports roots (handshake era); else []."""
+ROOTS_KEY = "kimi_mcp_roots"
+
+
+def _root_paths(listed: object) -> list[str]:
+    roots = getattr(listed, "roots", None)
+    if roots is None and isinstance(listed, dict):
+        roots = listed.get("roots")
+    uris = []
+    for root in roots or []:
+        uri = getattr(root, "uri", None) or (root.get("uri") if isinstance(root, dict) else None)
+        if uri:
+            uris.append(str(uri))
+    return roots_to_paths(uris)
+
+
+async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResult:
+    """The client's ``file://`` roots, or [] when it has none.
+
+    Handshake-era clients are asked with ``roots/list``. On the 2026-07-28 protocol there is no
+    back-channel: the first round returns an ``InputRequiredResult`` asking for the roots, and the
+    client retries the call with the answer in ``input_responses``.
+    """
     try:
+        responses = ctx.input_responses
+        if responses and ROOTS_KEY in responses:
+            return _root_paths(responses[ROOTS_KEY])
         session = ctx.session
         caps = getattr(session, "client_capabilities", None)
         if caps is None or getattr(caps, "roots", None) is None:
             return []
+        if getattr(ctx, "_is_modern_protocol", lambda: False)():
+            return mcp_types.InputRequiredResult(
+                input_requests={ROOTS_KEY: mcp_types.ListRootsRequest(method="roots/list")}
+            )
         with warnings.catch_warnings(), anyio.fail_after(3):
             warnings.simplefilter("ignore")
             listed = await session.list_roots()
-        return roots_to_paths([str(root.uri) for root in listed.roots])
+        return _root_paths(listed)
     except Exception as exc:  # roots are optional: any failure means "no roots"
         log.debug("no client roots: %s", exc)
         return []
@@ -147,7 +175,7 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                 str | None,
                 Field(description="Workspace directory (default: client root, KIMI_MCP_WORKSPACE or cwd)"),
             ] = None,
-        ) -> ToolResult:
+        ) -> ToolResult | mcp_types.InputRequiredResult:
             return await _code_task(ctx, settings, task_description, context_files, work_dir, None)
 
         registered.append("kimi_code_task")
@@ -161,12 +189,14 @@ async def _code_task(
     context_files: list[str],
     work_dir: str | None,
     constraints: str | None,
-) -> ToolResult:
+) -> ToolResult | mcp_types.InputRequiredResult:
     workspace = ""
     try:
         if not task.strip():
             raise BadInput("task_description is empty")
         roots = [] if work_dir else await client_roots(ctx)
+        if isinstance(roots, mcp_types.InputRequiredResult):
+            return roots  # ask the client for its roots; it calls again with the answer
         path = resolve_workspace(work_dir, roots, settings.workspace)
         workspace = str(path)
         files = read_context_files(path, list(context_files), settings.max_context_bytes)

@@ -27,6 +27,7 @@ import stat as stat_mod
 import sys
 import time
 import warnings
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +73,6 @@ _S_ISDIR = stat_mod.S_ISDIR
 _EMPTY: frozenset[str] = frozenset()
 _UNTRACKABLE = object()  # identity of something that is neither a regular file nor a symlink
 
-# (size, mtime_ns, ctime_ns, inode, ident). ident: xxh3_64 of the content (>= 0), ``-1 - xxh3_64(target)``
-# for a symlink (< 0, so a type change always differs), None if unreadable. size is -1 for racy files so
-# the fast path never matches them.
-_Key = tuple[int, int, int, int, "int | None"]
-
 
 @dataclass(frozen=True, slots=True)
 class TrackerOptions:
@@ -121,19 +117,34 @@ class ContentReport:
 
 
 class _Dir:
-    """One walked directory of a snapshot: tracked files and how every other entry was classified."""
+    """One walked directory of a snapshot. Its tracked files are ``count`` consecutive slots from ``base`` of
+    the snapshot's flat arrays; their names are ``Snapshot._names[name_start:name_end]``, NUL-separated."""
 
-    __slots__ = ("files", "subdirs", "ign_files", "ign_dirs", "stat", "weight")
+    __slots__ = (
+        "base",
+        "count",
+        "name_start",
+        "name_end",
+        "subdirs",
+        "ign_files",
+        "ign_dirs",
+        "stat",
+        "weight",
+    )
 
     def __init__(
         self,
-        files: dict[str, _Key],
+        base: int,
+        count: int,
+        name_span: tuple[int, int],
         subdirs: frozenset[str],
         ign_files: frozenset[str],
         ign_dirs: frozenset[str],
-        stat: tuple[int, int, int] | None = None,
+        stat: tuple[int, int, int] | None,
     ) -> None:
-        self.files = files
+        self.base = base
+        self.count = count
+        self.name_start, self.name_end = name_span
         self.subdirs = subdirs
         self.ign_files = ign_files
         self.ign_dirs = ign_dirs
@@ -142,22 +153,73 @@ class _Dir:
 
 
 class Snapshot:
-    """The state of a tree at one moment; opaque apart from ``root``, ``started_ns`` and ``len()``."""
+    """The state of a tree at one moment; opaque apart from ``root``, ``started_ns`` and ``len()``.
 
-    __slots__ = ("root", "started_ns", "_dirs", "_count", "_spec_cache")
+    Compact and copy-on-write friendly: per tracked file only its name (in one big string), three int64 stat
+    fields, an inode (uint64) and a content identity are stored, in flat arrays; nothing per file is a Python
+    object that ``diff`` has to touch (so a forked helper does not copy the snapshot's pages).
+    """
 
-    def __init__(self, root: Path, started_ns: int, dirs: dict[str, _Dir], spec_cache: dict) -> None:
+    __slots__ = ("root", "started_ns", "_dirs", "_names", "_stats", "_inodes", "_idents", "_spec_cache")
+
+    def __init__(self, root: Path, started_ns: int, builder: _Builder, spec_cache: dict) -> None:
         self.root = root
         self.started_ns = started_ns
-        self._dirs = dirs
-        self._count = sum(len(d.files) for d in dirs.values())
+        self._dirs = builder.dirs
+        self._names = "".join(builder.names)
+        self._stats = builder.stats  # size (-1 = racy: always re-hash), mtime_ns, ctime_ns per file
+        self._inodes = builder.inodes
+        self._idents = builder.idents  # see _ident()
         self._spec_cache = spec_cache
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._idents)
 
     def __repr__(self) -> str:
-        return f"Snapshot(root={str(self.root)!r}, files={self._count}, dirs={len(self._dirs)})"
+        return f"Snapshot(root={str(self.root)!r}, files={len(self)}, dirs={len(self._dirs)})"
+
+    def _dir_names(self, record: _Dir) -> list[str]:
+        return self._names[record.name_start : record.name_end].split("\0") if record.count else []
+
+    def _index(self, relpath: str) -> int | None:
+        """Slot of a tracked file in the flat arrays (for tests and debugging)."""
+        rel, _, name = relpath.rpartition("/")
+        record = self._dirs.get(rel)
+        if record is None or name not in (names := self._dir_names(record)):
+            return None
+        return record.base + names.index(name)
+
+
+class _Builder:
+    """Accumulates a snapshot while walking."""
+
+    __slots__ = ("dirs", "names", "name_len", "stats", "inodes", "idents")
+
+    def __init__(self) -> None:
+        self.dirs: dict[str, _Dir] = {}
+        self.names: list[str] = []
+        self.name_len = 0
+        self.stats = array("q")
+        self.inodes = array("Q")
+        self.idents: list[int | None] = []
+
+    def add_dir(
+        self,
+        rel: str,
+        names: list[str],
+        subdirs: list[str],
+        ign_files: list[str],
+        ign_dirs: list[str],
+        stat: tuple[int, int, int] | None,
+    ) -> None:
+        blob = "\0".join(names)
+        span = (self.name_len, self.name_len + len(blob))
+        self.names.append(blob)
+        self.name_len += len(blob)
+        base = len(self.idents) - len(names)
+        self.dirs[rel] = _Dir(
+            base, len(names), span, _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
+        )
 
 
 # ---------------------------------------------------------------------------------------------- walking
@@ -209,7 +271,8 @@ def _hash_file(dir_fd: int, name: str, size: int) -> int | None:
 
 
 def _ident(dir_fd: int, name: str, st: os.stat_result) -> object:
-    """Content identity (see ``_Key``), or ``_UNTRACKABLE`` for directories, FIFOs, sockets, devices."""
+    """Content identity: xxh3_64 of a file's bytes (>= 0); ``-1 - xxh3_64(target)`` for a symlink (< 0, so a
+    type change always differs); None if unreadable; ``_UNTRACKABLE`` for directories, FIFOs, devices..."""
     if _S_ISREG(st.st_mode):
         return _hash_file(dir_fd, name, st.st_size)
     if _S_ISLNK(st.st_mode):
@@ -234,7 +297,7 @@ def take_snapshot(root: Path, options: TrackerOptions = TrackerOptions()) -> Sna
     started_ns = time.time_ns()
     excluded = _excluded(options)
     rules = IgnoreRules(root_str, enabled=options.respect_gitignore)
-    dirs: dict[str, _Dir] = {}
+    builder = _Builder()
     stack = [""]
     while stack:
         rel = stack.pop()
@@ -244,27 +307,43 @@ def take_snapshot(root: Path, options: TrackerOptions = TrackerOptions()) -> Sna
             if not rel:
                 raise
             continue
+        mark = (len(builder.idents), len(stack))
         try:
-            dirs[rel] = _snapshot_dir(dir_fd, rel, rules, excluded, started_ns, stack)
+            _snapshot_dir(dir_fd, rel, rules, excluded, started_ns, stack, builder)
         except OSError:
             if not rel:
                 raise
+            _truncate(builder, mark[0])  # forget a directory that failed half-way (and its subdirs)
+            del stack[mark[1] :]
         finally:
             os.close(dir_fd)
-    _sum_subtrees(dirs)
-    return Snapshot(root, started_ns, dirs, rules.spec_cache)
+    _sum_subtrees(builder.dirs)
+    return Snapshot(root, started_ns, builder, rules.spec_cache)
+
+
+def _truncate(builder: _Builder, n_files: int) -> None:
+    del builder.stats[3 * n_files :]
+    del builder.inodes[n_files:]
+    del builder.idents[n_files:]
 
 
 def _snapshot_dir(
-    dir_fd: int, rel: str, rules: IgnoreRules, excluded: frozenset[str], started_ns: int, stack: list[str]
-) -> _Dir:
+    dir_fd: int,
+    rel: str,
+    rules: IgnoreRules,
+    excluded: frozenset[str],
+    started_ns: int,
+    stack: list[str],
+    builder: _Builder,
+) -> None:
     prefix = rel + "/" if rel else ""
     chain = rules.chain_for(rel)
     dir_stat = _dir_stat(os.fstat(dir_fd), started_ns)  # before listing: later changes must show
-    files: dict[str, _Key] = {}
+    names: list[str] = []
     subdirs: list[str] = []
     ign_files: list[str] = []
     ign_dirs: list[str] = []
+    stats, inodes, idents = builder.stats, builder.inodes, builder.idents
     with os.scandir(dir_fd) as it:
         for entry in it:
             name = entry.name
@@ -288,14 +367,20 @@ def _snapshot_dir(
             except FileNotFoundError:
                 continue
             except OSError:  # e.g. a directory we may list but not search: known, state unknown
-                files[name] = _UNKNOWN_KEY
+                names.append(name)
+                stats.extend((-1, 0, 0))
+                inodes.append(0)
+                idents.append(None)
                 continue
             if ident is _UNTRACKABLE:
                 continue
             mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
             racy = _is_racy(mtime, started_ns) or _is_racy(ctime, started_ns)
-            files[name] = (-1 if racy else st.st_size, mtime, ctime, st.st_ino, ident)  # type: ignore[assignment]
-    return _Dir(files, _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), dir_stat)
+            names.append(name)
+            stats.extend((-1 if racy else st.st_size, mtime, ctime))
+            inodes.append(st.st_ino)
+            idents.append(ident)  # type: ignore[arg-type]
+    builder.add_dir(rel, names, subdirs, ign_files, ign_dirs, dir_stat)
 
 
 def _dir_stat(st: os.stat_result, started_ns: int) -> tuple[int, int, int] | None:
@@ -309,22 +394,21 @@ def _sum_subtrees(dirs: dict[str, _Dir]) -> None:
     """Fill ``_Dir.weight`` with the number of tracked files in each subtree (to balance parallel diffs)."""
     for rel in sorted(dirs, key=lambda r: r.count("/"), reverse=True):
         record = dirs[rel]
-        record.weight += len(record.files)
+        record.weight += record.count
         if rel:
             parent = dirs.get(rel.rpartition("/")[0])
             if parent is not None:
                 parent.weight += record.weight
 
 
-_NO_DIR = _Dir({}, _EMPTY, _EMPTY, _EMPTY)
-_UNKNOWN_KEY: _Key = (-1, 0, 0, 0, None)
+_NO_DIR = _Dir(0, 0, (0, 0), _EMPTY, _EMPTY, _EMPTY, None)
 
 
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
     """Walk the tree again and compare it with ``before`` (pass the options given to ``take_snapshot``).
 
-    On Linux with 2+ CPUs and at least ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a
-    forked child process (it inherits ``before``, walks, sends back its findings and ``_exit``s); any failure
+    On Linux with a CPU to spare (2+ CPUs, 1-minute load average at most CPUs - 1) and at least
+    ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a forked child process (it inherits ``before``, walks, sends back its findings and ``_exit``s); any failure
     of the child falls back to walking that part in-process.
     """
     walk = _DiffWalk(before, options)
@@ -351,6 +435,7 @@ class _DiffWalk:
     """The "after" walk of ``diff`` over some subtrees; findings accumulate in plain lists."""
 
     __slots__ = (
+        "before",
         "root",
         "old_dirs",
         "rules",
@@ -363,6 +448,7 @@ class _DiffWalk:
     )
 
     def __init__(self, before: Snapshot, options: TrackerOptions) -> None:
+        self.before = before
         self.root = os.fspath(before.root)
         self.old_dirs = before._dirs
         self.rules = IgnoreRules(self.root, enabled=options.respect_gitignore, spec_cache=before._spec_cache)
@@ -376,7 +462,7 @@ class _DiffWalk:
     def fresh(self) -> _DiffWalk:
         """A walker sharing this one's configuration, with no findings."""
         other = object.__new__(_DiffWalk)
-        for name in ("root", "old_dirs", "rules", "excluded"):
+        for name in ("before", "root", "old_dirs", "rules", "excluded"):
             setattr(other, name, getattr(self, name))
         for name in ("created", "modified", "deleted", "visited", "unreadable"):
             setattr(other, name, [])
@@ -407,7 +493,7 @@ class _DiffWalk:
             if old is not None and TRUST_DIR_STAT and old.stat is not None and _same_dir(dir_fd, old.stat):
                 self._scan_unchanged_dir(dir_fd, rel, old, stack)
             else:
-                self._scan_fd(dir_fd, rel, old or _NO_DIR, stack)
+                self._scan_listing(dir_fd, rel, old or _NO_DIR, stack)
         except PermissionError:
             self.unreadable.append(rel)
             return
@@ -418,110 +504,117 @@ class _DiffWalk:
         if old is not None:
             self.visited.append(rel)
 
-    def _scan_fd(self, dir_fd: int, rel: str, old: _Dir, stack: list[str]) -> None:
-        # Hot loop (once per file of the tree): only unchanged, already-known files take the short path.
-        prefix = rel + "/" if rel else ""
-        get_key = old.files.get
-        seen: list[str] = []
-        see = seen.append
-        with os.scandir(dir_fd) as it:
-            for entry in it:
-                name = entry.name
-                key = get_key(name)
-                try:
-                    if key is None:
-                        self._unknown_entry(entry, name, prefix, old, stack)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                    if (
-                        key[0] == st.st_size
-                        and key[1] == st.st_mtime_ns
-                        and key[2] == st.st_ctime_ns
-                        and key[3] == st.st_ino
-                    ):
-                        see(name)
-                        continue
-                    ident = _ident(dir_fd, name, st)
-                except FileNotFoundError:
-                    continue
-                except OSError:  # cannot tell: not reported
-                    if key is not None:
-                        see(name)
-                    continue
-                if ident is _UNTRACKABLE:  # now a directory, FIFO...: the file is deleted
-                    if _S_ISDIR(st.st_mode):
-                        self._unknown_entry(entry, name, prefix, old, stack)
-                    continue
-                see(name)
-                if ident is None or key[4] is None or ident != key[4]:
-                    self.modified.append(prefix + name)
-        if len(seen) != len(old.files):
-            self.deleted.extend(prefix + name for name in old.files.keys() - set(seen))
-
     def _scan_unchanged_dir(self, dir_fd: int, rel: str, old: _Dir, stack: list[str]) -> None:
-        """Same entries as at snapshot time (directory mtime/ctime/inode unchanged): lstat the known files
-        by name instead of listing the directory."""
-        prefix = rel + "/" if rel else ""
+        """Same entries as at snapshot time (the directory's mtime/ctime/inode did not move): lstat the known
+        files by name instead of listing the directory. Hot loop: once per file of an unchanged tree."""
+        before = self.before
+        base = old.base
+        stats = iter(before._stats[3 * base : 3 * (base + old.count)])
+        inodes = before._inodes[base : base + old.count]
         lstat = os.lstat
-        for name, key in old.files.items():
+        names = before._dir_names(old)
+        for j, (name, size, mtime, ctime, ino) in enumerate(
+            zip(names, stats, stats, stats, inodes, strict=True)
+        ):
             try:
                 st = lstat(name, dir_fd=dir_fd)
-                if (
-                    key[0] == st.st_size
-                    and key[1] == st.st_mtime_ns
-                    and key[2] == st.st_ctime_ns
-                    and key[3] == st.st_ino
-                ):
-                    continue
-                ident = _ident(dir_fd, name, st)
             except FileNotFoundError:  # removed after we looked at the directory
-                self.deleted.append(prefix + name)
+                self.deleted.append(_join(rel, name))
                 continue
             except OSError:
                 continue
-            if ident is _UNTRACKABLE:  # the directory changed after we looked at it after all
-                self.deleted.append(prefix + name)
-                if (
-                    _S_ISDIR(st.st_mode)
-                    and name not in self.excluded
-                    and not self._ignored(prefix, name, True)
-                ):
-                    stack.append(prefix + name)
-            elif ident is None or key[4] is None or ident != key[4]:
-                self.modified.append(prefix + name)
+            if (
+                size != st.st_size or mtime != st.st_mtime_ns or ctime != st.st_ctime_ns or ino != st.st_ino
+            ) and not self._changed(dir_fd, rel, name, st, base + j, stack):
+                self.deleted.append(_join(rel, name))
         excluded = self.excluded
+        prefix = rel + "/" if rel else ""
         stack.extend(prefix + name for name in old.subdirs if name not in excluded)
 
+    def _scan_listing(self, dir_fd: int, rel: str, old: _Dir, stack: list[str]) -> None:
+        """List the directory: new entries, vanished files, changed files (``old`` is ``_NO_DIR`` if new)."""
+        before = self.before
+        base = old.base
+        names = before._dir_names(old)
+        slot_of = {name: j for j, name in enumerate(names)}
+        stats = before._stats[3 * base : 3 * (base + old.count)]
+        inodes = before._inodes[base : base + old.count]
+        seen = bytearray(old.count)
+        with os.scandir(dir_fd) as it:
+            for entry in it:
+                name = entry.name
+                j = slot_of.get(name)
+                try:
+                    if j is None:
+                        self._unknown_entry(entry, rel, name, old, stack)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError:  # cannot tell: not reported
+                    if j is not None:
+                        seen[j] = 1
+                    continue
+                k = 3 * j
+                if (
+                    stats[k] != st.st_size
+                    or stats[k + 1] != st.st_mtime_ns
+                    or stats[k + 2] != st.st_ctime_ns
+                    or inodes[j] != st.st_ino
+                ) and not self._changed(dir_fd, rel, name, st, base + j, stack):
+                    continue  # no longer a file: deleted
+                seen[j] = 1
+        if seen.count(0):
+            self.deleted.extend(_join(rel, names[j]) for j in range(old.count) if not seen[j])
+
+    def _changed(
+        self, dir_fd: int, rel: str, name: str, st: os.stat_result, slot: int, stack: list[str]
+    ) -> bool:
+        """A known file's stat moved: compare contents. False if it is no longer a file or symlink (the
+        caller reports it deleted); a directory in its place is walked as a new one."""
+        ident = _ident(dir_fd, name, st)
+        if ident is _UNTRACKABLE:
+            if _S_ISDIR(st.st_mode) and name not in self.excluded and not self._ignored(rel, name, True):
+                stack.append(_join(rel, name))
+            return False
+        old_ident = self.before._idents[slot]
+        if ident is None or old_ident is None or ident != old_ident:
+            self.modified.append(_join(rel, name))
+        return True
+
     def _unknown_entry(
-        self, entry: os.DirEntry[str], name: str, prefix: str, old: _Dir, stack: list[str]
+        self, entry: os.DirEntry[str], rel: str, name: str, old: _Dir, stack: list[str]
     ) -> None:
         """An entry that was not a tracked file: a directory, a new file or a known-ignored file."""
         if entry.is_dir(follow_symlinks=False):
             if name in self.excluded or name in old.ign_dirs:
                 return
-            if name in old.subdirs or not self._ignored(prefix, name, True):
-                stack.append(prefix + name)
+            if name in old.subdirs or not self._ignored(rel, name, True):
+                stack.append(_join(rel, name))
             return
         if name in old.ign_files or name == ".git":
             return
         if (entry.is_file(follow_symlinks=False) or entry.is_symlink()) and not self._ignored(
-            prefix, name, False
+            rel, name, False
         ):
-            self.created.append(prefix + name)
+            self.created.append(_join(rel, name))
 
-    def _ignored(self, prefix: str, name: str, is_dir: bool) -> bool:
-        chain = self.rules.chain_for(prefix[:-1])
-        return bool(chain) and chain_ignores(chain, prefix + name, is_dir)
+    def _ignored(self, rel: str, name: str, is_dir: bool) -> bool:
+        chain = self.rules.chain_for(rel)
+        return bool(chain) and chain_ignores(chain, _join(rel, name), is_dir)
 
     def finish(self) -> Changes:
         """Add the files of snapshot directories that were not walked again, and sort."""
         visited = set(self.visited)
         for rel, old in self.old_dirs.items():
-            if rel in visited or not old.files or _under_any(rel, self.unreadable):
+            if rel in visited or not old.count or _under_any(rel, self.unreadable):
                 continue
-            prefix = rel + "/" if rel else ""
-            self.deleted.extend(prefix + name for name in old.files)
+            self.deleted.extend(_join(rel, name) for name in self.before._dir_names(old))
         return Changes(sorted(set(self.created)), sorted(set(self.modified)), sorted(set(self.deleted)))
+
+
+def _join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
 
 
 def _same_dir(dir_fd: int, recorded: tuple[int, int, int]) -> bool:
@@ -546,9 +639,11 @@ def _parallel_ok(before: Snapshot) -> bool:
     if os.environ.get("KIMI_MCP_TRACKER_FORK", "1") == "0":
         return False
     try:
-        return len(os.sched_getaffinity(0)) >= 2
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return (os.cpu_count() or 1) >= 2
+        cpus = os.cpu_count() or 1
+    # A helper only pays off if a CPU is actually free (forking also costs page-table copies and faults).
+    return cpus >= 2 and os.getloadavg()[0] <= cpus - 1
 
 
 def _weight(rel: str, dirs: dict[str, _Dir]) -> int:

@@ -1,0 +1,308 @@
+"""Unit tests for kimi_mcp.config: defaults < TOML config file < environment, and the .env loader."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kimi_mcp.config import ConfigError, Settings, config_file_path, load_env_file, load_settings
+
+
+@pytest.fixture
+def xdg(tmp_path: Path) -> Path:
+    """An empty XDG_CONFIG_HOME, so the user's real config file never leaks into a test."""
+    path = tmp_path / "xdg"
+    path.mkdir()
+    return path
+
+
+def write_toml(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- defaults
+
+
+def test_defaults_without_file_or_environment(xdg: Path) -> None:
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg)})
+    assert settings == Settings()
+    assert settings.kimi_bin is None
+    assert settings.dialect == "auto"
+    assert settings.timeout == 300.0
+    assert settings.startup_timeout == 60.0
+    assert settings.workspace is None
+    assert settings.max_file_chars == 20_000
+    assert settings.max_total_chars == 60_000
+    assert settings.max_context_bytes == 200_000
+    assert settings.allow_shell is True
+    assert settings.exclude_dirs == []
+    assert settings.max_concurrent == 2
+    assert settings.log_level == "INFO"
+    assert settings.platform == "moonshot.ai"
+    assert settings.tools is None
+
+
+def test_unrelated_environment_variables_are_ignored(xdg: Path) -> None:
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), "TIMEOUT": "5", "KIMI_TIMEOUT": "7"})
+    assert settings.timeout == 300.0
+
+
+def test_empty_environment_value_is_ignored(xdg: Path) -> None:
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_TIMEOUT": ""})
+    assert settings.timeout == 300.0
+
+
+# ------------------------------------------------------------------------------------------- config file
+
+
+def test_config_file_path_prefers_kimi_mcp_config(tmp_path: Path) -> None:
+    explicit = tmp_path / "mine.toml"
+    env = {"KIMI_MCP_CONFIG": str(explicit), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert config_file_path(env) == explicit
+
+
+def test_config_file_path_uses_xdg_config_home(tmp_path: Path) -> None:
+    assert config_file_path({"XDG_CONFIG_HOME": str(tmp_path)}) == tmp_path / "kimi-mcp" / "config.toml"
+
+
+def test_config_file_path_expands_user_in_explicit_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert config_file_path({"KIMI_MCP_CONFIG": "~/c.toml"}) == tmp_path / "c.toml"
+
+
+def test_explicit_config_file_is_loaded(tmp_path: Path, xdg: Path) -> None:
+    path = write_toml(
+        tmp_path / "cfg.toml",
+        'timeout = 600\ndialect = "legacy"\nallow_shell = false\nexclude_dirs = ["build", "dist"]\n',
+    )
+    settings = load_settings({"KIMI_MCP_CONFIG": str(path), "XDG_CONFIG_HOME": str(xdg)})
+    assert settings.timeout == 600.0
+    assert settings.dialect == "legacy"
+    assert settings.allow_shell is False
+    assert settings.exclude_dirs == ["build", "dist"]
+    # untouched fields keep their defaults
+    assert settings.max_concurrent == 2
+
+
+def test_xdg_config_file_is_loaded(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", 'max_concurrent = 5\nmodel = "kimi-k2"\n')
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg)})
+    assert settings.max_concurrent == 5
+    assert settings.model == "kimi-k2"
+
+
+def test_explicit_config_wins_over_xdg_file(tmp_path: Path, xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", "max_concurrent = 5\n")
+    explicit = write_toml(tmp_path / "explicit.toml", "max_concurrent = 7\n")
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_CONFIG": str(explicit)})
+    assert settings.max_concurrent == 7
+
+
+def test_environment_overrides_config_file(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", 'timeout = 600\nlog_level = "DEBUG"\n')
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_TIMEOUT": "42.5"})
+    assert settings.timeout == 42.5
+    assert settings.log_level == "DEBUG"  # from the file, not overridden
+
+
+def test_environment_values_are_coerced(xdg: Path) -> None:
+    env = {
+        "XDG_CONFIG_HOME": str(xdg),
+        "KIMI_MCP_TIMEOUT": "12",
+        "KIMI_MCP_MAX_CONCURRENT": "4",
+        "KIMI_MCP_ALLOW_SHELL": "false",
+        "KIMI_MCP_DIALECT": "kimi-code",
+        "KIMI_MCP_PLATFORM": "moonshot.cn",
+        "KIMI_MCP_KIMI_BIN": "/opt/kimi/bin/kimi",
+        "KIMI_MCP_MAX_CONTEXT_BYTES": "1000",
+    }
+    settings = load_settings(env)
+    assert settings.timeout == 12.0
+    assert settings.max_concurrent == 4
+    assert settings.allow_shell is False
+    assert settings.dialect == "kimi-code"
+    assert settings.platform == "moonshot.cn"
+    assert settings.kimi_bin == "/opt/kimi/bin/kimi"
+    assert settings.max_context_bytes == 1000
+
+
+@pytest.mark.parametrize("raw", ["true", "1", "yes", "on"])
+def test_truthy_allow_shell(xdg: Path, raw: str) -> None:
+    assert load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_ALLOW_SHELL": raw}).allow_shell is True
+
+
+@pytest.mark.parametrize("raw", ["false", "0", "no", "off"])
+def test_falsy_allow_shell(xdg: Path, raw: str) -> None:
+    assert load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_ALLOW_SHELL": raw}).allow_shell is False
+
+
+# -------------------------------------------------------------------------------------------------- CSV
+
+
+def test_csv_exclude_dirs_and_tools_from_environment(xdg: Path) -> None:
+    env = {
+        "XDG_CONFIG_HOME": str(xdg),
+        "KIMI_MCP_EXCLUDE_DIRS": " build, dist ,,node_modules ",
+        "KIMI_MCP_TOOLS": "kimi_code_task,kimi_review",
+    }
+    settings = load_settings(env)
+    assert settings.exclude_dirs == ["build", "dist", "node_modules"]
+    assert settings.tools == ["kimi_code_task", "kimi_review"]
+
+
+def test_csv_string_in_config_file_is_split(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", 'exclude_dirs = "a, b"\n')
+    assert load_settings({"XDG_CONFIG_HOME": str(xdg)}).exclude_dirs == ["a", "b"]
+
+
+def test_csv_environment_replaces_config_file_list(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", 'exclude_dirs = ["from_file"]\n')
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_EXCLUDE_DIRS": "from_env"})
+    assert settings.exclude_dirs == ["from_env"]
+
+
+def test_settings_model_splits_csv_directly() -> None:
+    assert Settings(exclude_dirs="x,y").exclude_dirs == ["x", "y"]  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+@pytest.mark.parametrize(
+    ("variable", "raw"),
+    [
+        ("KIMI_MCP_TIMEOUT", "abc"),
+        ("KIMI_MCP_TIMEOUT", "0"),
+        ("KIMI_MCP_TIMEOUT", "-5"),
+        ("KIMI_MCP_STARTUP_TIMEOUT", "soon"),
+        ("KIMI_MCP_MAX_CONCURRENT", "0"),
+        ("KIMI_MCP_MAX_CONCURRENT", "two"),
+        ("KIMI_MCP_MAX_FILE_CHARS", "-1"),
+        ("KIMI_MCP_MAX_CONTEXT_BYTES", "0"),
+        ("KIMI_MCP_ALLOW_SHELL", "maybe"),
+        ("KIMI_MCP_DIALECT", "kimi-3"),
+        ("KIMI_MCP_PLATFORM", "example.com"),
+    ],
+)
+def test_invalid_environment_value_names_the_variable(xdg: Path, variable: str, raw: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings({"XDG_CONFIG_HOME": str(xdg), variable: raw})
+    assert variable in str(info.value)
+
+
+def test_all_invalid_values_are_reported_together(xdg: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_TIMEOUT": "x", "KIMI_MCP_MAX_CONCURRENT": "0"}
+    with pytest.raises(ConfigError) as info:
+        load_settings(env)
+    assert "KIMI_MCP_TIMEOUT" in str(info.value)
+    assert "KIMI_MCP_MAX_CONCURRENT" in str(info.value)
+
+
+def test_invalid_value_in_config_file_is_config_error(tmp_path: Path, xdg: Path) -> None:
+    path = write_toml(tmp_path / "cfg.toml", "timeout = -1\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings({"KIMI_MCP_CONFIG": str(path), "XDG_CONFIG_HOME": str(xdg)})
+    message = str(info.value)
+    assert "TIMEOUT" in message
+    assert str(path) in message
+
+
+def test_unknown_key_in_config_file_is_rejected(tmp_path: Path, xdg: Path) -> None:
+    path = write_toml(tmp_path / "cfg.toml", "timeout = 10\ntimeuot = 20\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings({"KIMI_MCP_CONFIG": str(path), "XDG_CONFIG_HOME": str(xdg)})
+    assert "TIMEUOT" in str(info.value).upper()
+
+
+def test_unknown_table_in_config_file_is_rejected(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", "[server]\ntimeout = 10\n")
+    with pytest.raises(ConfigError):
+        load_settings({"XDG_CONFIG_HOME": str(xdg)})
+
+
+def test_malformed_toml_is_config_error(tmp_path: Path, xdg: Path) -> None:
+    path = write_toml(tmp_path / "cfg.toml", "timeout = = 3\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings({"KIMI_MCP_CONFIG": str(path), "XDG_CONFIG_HOME": str(xdg)})
+    assert str(path) in str(info.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=UnicodeDecodeError,
+    reason="BUG: load_settings catches only OSError/TOMLDecodeError around read_text(); a config file "
+    "that is not UTF-8 raises a raw UnicodeDecodeError instead of ConfigError",
+)
+def test_non_utf8_config_file_is_config_error(tmp_path: Path, xdg: Path) -> None:
+    path = tmp_path / "cfg.toml"
+    path.write_bytes(b'log_level = "\xff\xfe"\n')
+    with pytest.raises(ConfigError):
+        load_settings({"KIMI_MCP_CONFIG": str(path), "XDG_CONFIG_HOME": str(xdg)})
+
+
+def test_kimi_mcp_config_pointing_to_missing_file_is_an_error(tmp_path: Path, xdg: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        load_settings({"KIMI_MCP_CONFIG": str(missing), "XDG_CONFIG_HOME": str(xdg)})
+    assert "KIMI_MCP_CONFIG" in str(info.value)
+    assert str(missing) in str(info.value)
+
+
+def test_kimi_mcp_config_pointing_to_directory_is_an_error(tmp_path: Path, xdg: Path) -> None:
+    with pytest.raises(ConfigError):
+        load_settings({"KIMI_MCP_CONFIG": str(tmp_path), "XDG_CONFIG_HOME": str(xdg)})
+
+
+def test_missing_default_config_file_is_fine(tmp_path: Path) -> None:
+    # XDG_CONFIG_HOME without kimi-mcp/config.toml: no error, defaults
+    assert load_settings({"XDG_CONFIG_HOME": str(tmp_path / "absent")}).timeout == 300.0
+
+
+# ---------------------------------------------------------------------------------------------- env file
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("KIMI_MCP_ENV_FILE", "KMCP_UNIT_NEW", "KMCP_UNIT_EXISTING"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_load_env_file_loads_without_overriding(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env_file = tmp_path / "server.env"
+    env_file.write_text("KMCP_UNIT_NEW=from-file\nKMCP_UNIT_EXISTING=from-file\n", encoding="utf-8")
+    clean_env.setenv("KIMI_MCP_ENV_FILE", str(env_file))
+    clean_env.setenv("KMCP_UNIT_EXISTING", "from-process")
+    # register the new variable with monkeypatch so it is removed after the test
+    clean_env.setenv("KMCP_UNIT_NEW", "placeholder")
+    clean_env.delenv("KMCP_UNIT_NEW")
+
+    loaded = load_env_file()
+
+    assert loaded == env_file
+    assert os.environ["KMCP_UNIT_NEW"] == "from-file"
+    assert os.environ["KMCP_UNIT_EXISTING"] == "from-process"
+
+
+def test_load_env_file_reads_path_from_given_mapping(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env_file = tmp_path / "x.env"
+    env_file.write_text("KMCP_UNIT_NEW=1\n", encoding="utf-8")
+    clean_env.setenv("KMCP_UNIT_NEW", "placeholder")
+    clean_env.delenv("KMCP_UNIT_NEW")
+    assert load_env_file({"KIMI_MCP_ENV_FILE": str(env_file)}) == env_file
+    assert os.environ["KMCP_UNIT_NEW"] == "1"
+
+
+def test_load_env_file_missing_explicit_file_returns_none(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    clean_env.setenv("KMCP_UNIT_NEW", "placeholder")
+    clean_env.delenv("KMCP_UNIT_NEW")
+    assert load_env_file({"KIMI_MCP_ENV_FILE": str(tmp_path / "missing.env")}) is None
+    assert "KMCP_UNIT_NEW" not in os.environ
