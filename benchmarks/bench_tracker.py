@@ -90,12 +90,15 @@ def apply_changes(root: Path, tracked: list[str], n: int, rng: random.Random, ru
     return Changes(sorted(created), sorted(modified), sorted(deleted))
 
 
-def timed_diff(snapshot: tracker.Snapshot, parallel: bool) -> tuple[float, Changes]:
-    os.environ["KIMI_MCP_TRACKER_FORK"] = "1" if parallel else "0"
+def timed_diff(snapshot: tracker.Snapshot, default: bool) -> tuple[float, Changes, bool]:
+    """Time one diff: the default path (forks a helper if worthwhile) or forced serial."""
+    if not default:
+        os.environ["KIMI_MCP_TRACKER_FORK"] = "0"
     try:
+        forked = tracker._parallel_ok(snapshot)
         start = time.perf_counter()
         result = diff(snapshot)
-        return time.perf_counter() - start, result
+        return time.perf_counter() - start, result, forked
     finally:
         os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
 
@@ -143,24 +146,24 @@ def main() -> int:
         rng = random.Random(1234)
         snaps, par, ser, gits, rss = [], [], [], [], []
         rss_base = proc.memory_info().rss
-        parallel_active = False
+        n_forked = 0
         for run in range(args.runs):
             t0 = time.perf_counter()
             snapshot = take_snapshot(root)
             snaps.append(time.perf_counter() - t0)
             rss.append(proc.memory_info().rss)
             expected = apply_changes(root, tracked, args.changes, rng, run)
-            parallel_active = tracker._parallel_ok(snapshot)
             for rnd in range(args.rounds):
                 # Interleave the contenders and rotate who goes first after the writes.
-                order = [("parallel", True), ("serial", False), ("git", None)]
+                order = [("default", True), ("serial", False), ("git", None)]
                 k = (run + rnd) % 3
-                for name, parallel in order[k:] + order[:k]:
-                    if parallel is None:
+                for name, default in order[k:] + order[:k]:
+                    if default is None:
                         gits.append(time_git_status(root))
                         continue
-                    elapsed, result = timed_diff(snapshot, parallel)
-                    (par if parallel else ser).append(elapsed)
+                    elapsed, result, forked = timed_diff(snapshot, default)
+                    (par if default else ser).append(elapsed)
+                    n_forked += forked and default
                     if result != expected:
                         ok = False
                         report_mismatch(run, name, result, expected)
@@ -179,8 +182,8 @@ def main() -> int:
         print()
         print(f"{'metric':<34}{'median':>10}     samples")
         row("take_snapshot", snaps)
-        row("diff (default; fork-parallel)", par)
-        row("diff (serial, in-process)", ser)
+        row("diff() default path", par)
+        row("diff() serial (fork disabled)", ser)
         row("git status --porcelain -uall", gits)
         ratio = statistics.median(par) / statistics.median(gits)
         ratio_serial = statistics.median(ser) / statistics.median(gits)
@@ -190,7 +193,7 @@ def main() -> int:
         row("RSS before any snapshot", [rss_base], "MB", mb)
         row("RSS with snapshot held", rss, "MB", mb)
         print(f"{'':<34}{'':>10}     (target <= 100 MB)")
-        print(f"fork-parallel diff used by default: {parallel_active} (cpus={os.cpu_count()})")
+        print(f"default diff forked a helper in {n_forked}/{len(par)} samples (cpus={os.cpu_count()})")
         print(f"load average at start/end: {load_start} / {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep:

@@ -98,7 +98,11 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     assert diff(before) == changes()
 
 
-def test_same_size_edit_with_restored_mtime_is_modified(tmp_path: Path, settled: None) -> None:
+@pytest.mark.parametrize("trust_dir_stat", [True, False])
+def test_same_size_edit_with_restored_mtime_is_modified(
+    tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
+) -> None:
+    monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
     path = write(tmp_path, "f.txt", "aaaa\n")
     st = os.stat(path)
     before = take_snapshot(tmp_path)  # not racy: only the stat key can reveal the edit
@@ -109,11 +113,15 @@ def test_same_size_edit_with_restored_mtime_is_modified(tmp_path: Path, settled:
     assert diff(before) == changes(modified=["f.txt"])
 
 
-def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dir_trusted", [True, False])
+def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path, dir_trusted: bool) -> None:
     write(tmp_path, "f.txt", "aaaa\n")
     before = take_snapshot(tmp_path)  # written just now: racily clean
     write(tmp_path, "f.txt", "bbbb\n")
     pretend_stat_unchanged(before, "f.txt")
+    if dir_trusted:  # as if the directory were old: its listing is skipped, the racy file still re-hashed
+        st = os.stat(tmp_path)
+        before._dirs[""].stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     assert diff(before) == changes(modified=["f.txt"])
 
 

@@ -233,12 +233,6 @@ def test_malformed_toml_is_config_error(tmp_path: Path, xdg: Path) -> None:
     assert str(path) in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnicodeDecodeError,
-    reason="BUG: load_settings catches only OSError/TOMLDecodeError around read_text(); a config file "
-    "that is not UTF-8 raises a raw UnicodeDecodeError instead of ConfigError",
-)
 def test_non_utf8_config_file_is_config_error(tmp_path: Path, xdg: Path) -> None:
     path = tmp_path / "cfg.toml"
     path.write_bytes(b'log_level = "\xff\xfe"\n')

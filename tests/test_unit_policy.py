@@ -66,11 +66,6 @@ def test_workspace_given_through_symlink(ws: Path, tmp_path: Path) -> None:
     assert is_inside(link, str(tmp_path / "other.txt")) is False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: is_inside treats '~/...' as a path relative to the workspace, but kimi-cli 1.50's "
-    "file tools expand '~' (kaos_path_from_user_input -> expanduser), so the write lands in $HOME",
-)
 def test_tilde_target_is_outside(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -148,11 +143,6 @@ def test_other_tools_approved_in_write_tasks(ws: Path) -> None:
     assert ApprovalPolicy(ws, read_only=False, allow_shell=False).decide("other", [])[0] is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: WriteFile/StrReplaceFile with path '~/.bashrc' is approved as 'inside the workspace' "
-    "although kimi-cli expands '~' and writes to $HOME",
-)
 def test_write_task_rejects_tilde_edit(ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -91,13 +91,6 @@ def test_relative_work_dir_without_roots_or_default_uses_cwd(
     assert resolve_workspace("sub", [], None) == sub
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=WorkspaceError,
-    reason="BUG: a relative work_dir is joined to the default workspace without expanduser(), so "
-    "KIMI_MCP_WORKSPACE='~/proj' + work_dir='sub' looks for a literal './~/proj/sub' and fails, although "
-    "the same default alone is expanded",
-)
 def test_relative_work_dir_with_tilde_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (sub,) = make_dirs(tmp_path, "home/proj/sub")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -354,11 +347,6 @@ def test_read_context_files_symlink_outside_is_refused(ws: Path, tmp_path: Path)
         read_context_files(ws, ["link.txt"], max_bytes=1000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the secret check runs on the lexical path, so a symlink with an innocent name that "
-    "points at a secret file inside the workspace (notes.txt -> .env) is read and its contents are sent",
-)
 def test_read_context_files_symlink_alias_to_secret_is_refused(ws: Path) -> None:
     (ws / ".env").write_text("MOONSHOT_API_KEY=sk-alias-secret\n", encoding="utf-8")
     (ws / "notes.txt").symlink_to(ws / ".env")

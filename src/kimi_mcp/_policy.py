@@ -16,6 +16,7 @@ def is_inside(workspace: Path, target: str) -> bool:
     as outside.
     """
     root = os.path.realpath(workspace)
+    target = os.path.expanduser(target)  # Kimi's file tools expand ~ themselves
     path = target if os.path.isabs(target) else os.path.join(root, target)
     real = os.path.realpath(path)
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)

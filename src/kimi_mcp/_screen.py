@@ -16,9 +16,11 @@ _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
     r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS/SOS/PM/APC
-    r"|\x1b[@-Z\\-_]"  # two-byte escapes
+    r"|\x1b[ -/]+[0-~]"  # nF escapes such as ESC ( B
+    r"|\x1b[0-~]"  # Fp/Fe/Fs escapes such as ESC 7, ESC =, ESC c
     r"|[\x00-\x06\x08\x0b-\x1f\x7f]"
 )
+_PIECES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[^\[\]]|[^\x1b]+|\x1b")
 
 
 def strip_ansi(text: str) -> str:
@@ -60,15 +62,27 @@ class TerminalScreen:
         self._screen = _Screen(cols, rows)
         self._stream = pyte.Stream(self._screen)
         self.tail = ""  # ANSI-stripped output, newest last, bounded
-        self.total_chars = 0
+        self.total_chars = 0  # stripped characters seen so far (marks for tail_since)
 
     def feed(self, data: str) -> None:
-        self.total_chars += len(data)
         try:
             self._stream.feed(data)
-        except Exception:  # a malformed sequence must never break the session
+        except Exception:  # a sequence pyte cannot handle: feed piece by piece, skipping the bad ones
             self._stream = pyte.Stream(self._screen)
-        self.tail = (self.tail + strip_ansi(data))[-self.TAIL_CHARS :]
+            self._feed_pieces(data)
+        stripped = strip_ansi(data)
+        self.total_chars += len(stripped)
+        self.tail = (self.tail + stripped)[-self.TAIL_CHARS :]
+
+    def _feed_pieces(self, data: str) -> None:
+        # The failing sequence may sit anywhere in the chunk; re-feeding pieces already drawn is harmless
+        # for text (it is redrawn in place only if the cursor moved) but we cannot know how far pyte got,
+        # so the chunk is replayed from a clean parser state, skipping each sequence that raises.
+        for piece in _PIECES.findall(data):
+            try:
+                self._stream.feed(piece)
+            except Exception:
+                self._stream = pyte.Stream(self._screen)
 
     def take_replies(self) -> list[str]:
         replies, self._screen.replies = self._screen.replies, []
@@ -83,6 +97,6 @@ class TerminalScreen:
         return "\n".join(self.lines)
 
     def tail_since(self, mark: int) -> str:
-        """Stripped output produced after ``total_chars`` was ``mark`` (approximate, bounded)."""
+        """Stripped output produced after ``total_chars`` (a count of stripped characters) was ``mark``."""
         produced = self.total_chars - mark
         return self.tail[-produced:] if produced > 0 else ""

@@ -87,7 +87,7 @@ def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> S
     if path.is_file():
         try:
             values.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
+        except (OSError, ValueError) as exc:  # TOMLDecodeError and UnicodeDecodeError are ValueErrors
             raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     elif environ.get(f"{ENV_PREFIX}CONFIG"):
         raise ConfigError(f"KIMI_MCP_CONFIG points to {path}, which does not exist")

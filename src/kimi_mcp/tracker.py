@@ -408,8 +408,9 @@ def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Change
     """Walk the tree again and compare it with ``before`` (pass the options given to ``take_snapshot``).
 
     On Linux with a CPU to spare (2+ CPUs, 1-minute load average at most CPUs - 1) and at least
-    ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a forked child process (it inherits ``before``, walks, sends back its findings and ``_exit``s); any failure
-    of the child falls back to walking that part in-process.
+    ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a forked child process: it inherits
+    ``before``, walks, sends back its findings and ``_exit``s; if it fails, that part is walked in-process.
+    ``KIMI_MCP_TRACKER_FORK=0`` disables this.
     """
     walk = _DiffWalk(before, options)
     if not _parallel_ok(before):

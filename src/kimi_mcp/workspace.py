@@ -15,7 +15,7 @@ def resolve_workspace(work_dir: str | None, roots: list[str], default: str | Non
     """``work_dir`` if given, else the client's first root, else ``KIMI_MCP_WORKSPACE``, else the cwd."""
     if work_dir is not None and work_dir.strip():
         raw = os.path.expanduser(work_dir.strip())
-        base = roots[0] if roots else (default or os.getcwd())
+        base = roots[0] if roots else (os.path.expanduser(default) if default else os.getcwd())
         candidate = Path(raw if os.path.isabs(raw) else os.path.join(base, raw))
         source = "work_dir"
     elif roots:
@@ -95,7 +95,8 @@ def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> lis
             continue
         seen.add(rel)
         full = workspace / rel
-        if is_secret_path(rel):
+        real_rel = Path(os.path.relpath(os.path.realpath(full), os.path.realpath(workspace))).as_posix()
+        if is_secret_path(rel) or is_secret_path(real_rel):
             problems.append(f"{rel} looks like a secret (keys, .env, credentials) and is never sent to Kimi")
             continue
         if not full.exists():

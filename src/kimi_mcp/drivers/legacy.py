@@ -126,7 +126,9 @@ class LegacyDriver(Driver):
             record = json.loads(line)
         except ValueError:
             return []
-        message = record.get("message") or {}
+        if not isinstance(record, dict) or not isinstance(record.get("message"), dict):
+            return []
+        message = record["message"]
         kind = message.get("type")
         payload = message.get("payload") or {}
         if kind == "TurnBegin":
