@@ -25,6 +25,15 @@ def legacy_kimi() -> Path:
 
 
 @pytest.fixture(scope="session")
+def kimi_code() -> tuple[Path, Path]:
+    """(kimi binary, directory with node 22)."""
+    try:
+        return kimi_install.install_kimi_code()
+    except kimi_install.InstallFailed as exc:
+        pytest.fail(f"cannot install Kimi Code {kimi_install.KIMI_CODE_VERSION}: {exc}")
+
+
+@pytest.fixture(scope="session")
 def stub_kimi() -> Path:
     try:
         return kimi_install.install_stub()
@@ -90,6 +99,31 @@ def legacy_env(legacy_kimi: Path, fake: FakeMoonshot, home: Path) -> dict[str, s
     return env
 
 
+def with_node(env: dict[str, str], node_bin: Path) -> dict[str, str]:
+    env = dict(env)
+    env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+@pytest.fixture
+def kimi_code_env(kimi_code: tuple[Path, Path], fake: FakeMoonshot, home: Path) -> dict[str, str]:
+    """A Kimi Code configured by environment (no login) and pointed at the fake API."""
+    binary, node_bin = kimi_code
+    env = with_node(base_env(home), node_bin)
+    env.update(
+        KIMI_MCP_KIMI_BIN=str(binary),
+        KIMI_MODEL_NAME="kimi-k2-fake",
+        KIMI_MODEL_API_KEY=FAKE_KEY,
+        KIMI_MODEL_PROVIDER_TYPE="kimi",
+        KIMI_MODEL_BASE_URL=fake.base_url,
+        KIMI_MODEL_CAPABILITIES="tool_use",
+        KIMI_CODE_BASE_URL=fake.base_url.replace("/v1", "/coding/v1"),  # keep startup calls on loopback
+        KIMI_LOOP_MAX_ATTEMPTS_PER_STEP="2",
+        KIMI_MCP_TIMEOUT="120",
+    )
+    return env
+
+
 class KimiUnderTest:
     """A dialect under test: its server environment and the names of its file/shell tools."""
 
@@ -107,7 +141,7 @@ class KimiUnderTest:
         return (self.shell_tool, {"command": command})
 
 
-@pytest.fixture(params=["legacy"])
+@pytest.fixture(params=["legacy", "kimi-code"])
 def kimi(request: pytest.FixtureRequest, home: Path) -> KimiUnderTest:
     if request.param == "legacy":
         env = request.getfixturevalue("legacy_env")

@@ -138,7 +138,7 @@ def test_secrets_binary_and_budgets(kimi: KimiUnderTest, fake: FakeMoonshot, wor
         [
             Reply.tools(
                 [
-                    kimi.write(".env", "API_TOKEN=supersecretvalue\n"),
+                    kimi.shell("printf 'API_TOKEN=supersecretvalue\\n' > .env"),
                     kimi.write("big.txt", big),
                     kimi.shell("printf 'PNG\\000\\001\\002' > image.bin"),
                 ]

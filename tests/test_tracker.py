@@ -680,3 +680,23 @@ def test_racy_directory_is_always_listed(tmp_path: Path) -> None:
     assert before._dirs["d"].stat is None
     write(tmp_path, "d/b.txt")
     assert diff(before) == changes(created=["d/b.txt"])
+
+
+def test_very_deep_tree(tmp_path: Path) -> None:
+    levels = [tmp_path]
+    try:
+        for _ in range(1100):  # deeper than the recursion limit (os.makedirs itself would recurse)
+            levels.append(levels[-1] / "a")
+            levels[-1].mkdir()
+        deep = levels[-1].relative_to(tmp_path).as_posix()
+        write(tmp_path, ".gitignore", "*.tmp\n")
+        write(tmp_path, f"{deep}/a.txt")
+        before = take_snapshot(tmp_path)
+        write(tmp_path, f"{deep}/b.txt")
+        write(tmp_path, f"{deep}/c.tmp")
+        assert diff(before) == changes(created=[f"{deep}/b.txt"])
+    finally:  # shutil.rmtree, and so pytest's tmp_path cleanup, recurses once per level
+        for level in reversed(levels[1:]):
+            for child in level.glob("*.*"):
+                child.unlink()
+            level.rmdir()

@@ -164,20 +164,24 @@ class IgnoreRules:
 
     def chain_for(self, dir_rel: str) -> Chain:
         """The chain that applies to entries directly inside ``dir_rel`` ("" = root)."""
-        try:
-            return self._chains[dir_rel]
-        except KeyError:
-            pass
+        chain = self._chains.get(dir_rel)
+        if chain is not None:
+            return chain
+        pending = [dir_rel]  # iterative: trees can be deeper than the recursion limit
+        while pending[-1] and (parent := pending[-1].rpartition("/")[0]) not in self._chains:
+            pending.append(parent)
+        for rel in reversed(pending):
+            self._chains[rel] = self._compute(rel)
+        return self._chains[dir_rel]
+
+    def _compute(self, dir_rel: str) -> Chain:
         if not self.enabled:
-            chain: Chain = ()
-        elif not dir_rel:
-            chain = self._root_chain()
-        else:
-            parent = self.chain_for(dir_rel.rpartition("/")[0])
-            spec = self._spec(read_small_file(os.path.join(self.root, dir_rel, GITIGNORE)))
-            chain = parent if spec is None else ((len(dir_rel) + 1, spec), *parent)
-        self._chains[dir_rel] = chain
-        return chain
+            return ()
+        if not dir_rel:
+            return self._root_chain()
+        parent = self._chains[dir_rel.rpartition("/")[0]]
+        spec = self._spec(read_small_file(os.path.join(self.root, dir_rel, GITIGNORE)))
+        return parent if spec is None else ((len(dir_rel) + 1, spec), *parent)
 
     def is_ignored(self, relpath: str, is_dir: bool) -> bool:
         """Full check of one path: ignored itself or below an ignored directory (excluded dirs aside)."""

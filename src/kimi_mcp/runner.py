@@ -132,6 +132,7 @@ def run_task(
         result.session_id = session.session_id
         before.result()  # the snapshot must be complete before Kimi can touch anything
         trace = session.run_turn(request.prompt)
+        result.session_id = session.session_id
         error = trace.error
     except KimiMCPError as exc:
         error = exc

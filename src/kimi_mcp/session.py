@@ -14,6 +14,7 @@ import contextlib
 import enum
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +60,7 @@ class CallRecord:
     result: str | None = None
     is_error: bool = False
     approval: str = "auto"
+    awaiting_approval: bool = False
 
     def trace(self, redact: Callable[[str], str] = lambda text: text) -> ToolCallTrace:
         arguments, result = self.arguments, self.result
@@ -102,14 +104,25 @@ class TurnTrace:
 _PATH_KEYS = ("path", "file_path", "filename", "file")
 
 
+_COMMAND_KEYS = ("command", "cmd", "script")
+_SHELL_SPLIT = re.compile(r"[\s;|&<>()'\"`=]+")
+
+
 def _touches_secret(arguments: str) -> bool:
+    """Whether a tool call names a secret file (as its path, or as a word of a shell command)."""
     try:
         args = json.loads(arguments or "{}")
     except ValueError:
         return False
     if not isinstance(args, dict):
         return False
-    return any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS)
+    if any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS):
+        return True
+    for key in _COMMAND_KEYS:
+        if isinstance(args.get(key), str):
+            if any(word and is_secret_path(word) for word in _SHELL_SPLIT.split(args[key])):
+                return True
+    return False
 
 
 def _withhold_arguments(arguments: str) -> str:
@@ -461,6 +474,8 @@ class KimiSession:
         return False
 
     def _read_wire(self) -> None:
+        if self.session_id is None:  # some dialects only create the session on the first message
+            self.session_id = self.driver.session_id(self.screen.text)
         if self._wire is None:
             path = self.driver.wire_log(self.env, self.workspace, self.session_id)
             if path is None:
@@ -482,9 +497,22 @@ class KimiSession:
             if not trace.steps:
                 trace.steps.append([])
             trace.steps[-1].append(event.text)
+        elif event.kind == "approval":  # logged before the call itself by some dialects
+            call = trace.calls.get(event.call_id)
+            if call is None:
+                call = trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
+                self._progress(f"Kimi asks to run {event.name} {_summarize_args(event.arguments)}".strip())
+            call.awaiting_approval = True
+        elif event.kind == "approval_resolved":
+            if (call := trace.calls.get(event.call_id)) is not None:
+                call.awaiting_approval = False
         elif event.kind == "tool_call":
-            trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
-            self._progress(f"Kimi runs {event.name} {_summarize_args(event.arguments)}".strip())
+            known = trace.calls.get(event.call_id)
+            if known is not None:
+                known.arguments = event.arguments or known.arguments
+            else:
+                trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
+                self._progress(f"Kimi runs {event.name} {_summarize_args(event.arguments)}".strip())
         elif event.kind == "tool_result":
             call = trace.calls.get(event.call_id)
             if call is not None:
@@ -500,10 +528,13 @@ class KimiSession:
     def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int]]) -> None:
         """Answer the approval panel on screen by policy, using the pending call from the session log."""
         now = time.monotonic()
-        pending = [c for c in self.trace.calls.values() if c.result is None and c.approval == "auto"]
-        shown = self.driver.approval_tool(self.screen.lines)
-        if shown:
-            pending = [c for c in pending if c.name == shown]
+        if self.driver.logs_approvals:
+            pending = [c for c in self.trace.calls.values() if c.awaiting_approval and c.approval == "auto"]
+        else:
+            pending = [c for c in self.trace.calls.values() if c.result is None and c.approval == "auto"]
+            shown = self.driver.approval_tool(self.screen.lines)
+            if shown:
+                pending = [c for c in pending if c.name == shown]
         call = pending[0] if pending else None  # panels come in call order
         if call is None and answered and now - max(t for _, t, _ in answered.values()) < 1.5:
             return  # the panel we just answered is still on screen

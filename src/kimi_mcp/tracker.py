@@ -20,6 +20,7 @@ POSIX only (directory file descriptors, ``O_NOFOLLOW``).
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gc
 import marshal
 import os
@@ -28,7 +29,7 @@ import sys
 import time
 import warnings
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -407,7 +408,7 @@ _NO_DIR = _Dir(0, 0, (0, 0), _EMPTY, _EMPTY, _EMPTY, None)
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
     """Walk the tree again and compare it with ``before`` (pass the options given to ``take_snapshot``).
 
-    On Linux with a CPU to spare (2+ CPUs, 1-minute load average at most CPUs - 1) and at least
+    On Linux with a CPU to spare (2+ CPUs, fewer tasks runnable right now than CPUs) and at least
     ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a forked child process: it inherits
     ``before``, walks, sends back its findings and ``_exit``s; if it fails, that part is walked in-process.
     ``KIMI_MCP_TRACKER_FORK=0`` disables this.
@@ -643,8 +644,17 @@ def _parallel_ok(before: Snapshot) -> bool:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    # A helper only pays off if a CPU is actually free (forking also costs page-table copies and faults).
-    return cpus >= 2 and os.getloadavg()[0] <= cpus - 1
+    return cpus >= 2 and _runnable_tasks() < cpus
+
+
+def _runnable_tasks() -> int:
+    """Tasks running or runnable right now, including us (a helper only pays off on an idle CPU). The
+    1-minute load average would be misleading: Kimi itself was busy until a moment ago."""
+    try:
+        with open("/proc/loadavg", "rb") as fh:
+            return int(fh.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
 
 
 def _weight(rel: str, dirs: dict[str, _Dir]) -> int:
@@ -680,9 +690,7 @@ def _fork_walk(walk: _DiffWalk, items: list[str]) -> tuple[int, int] | None:
     """Walk ``items`` in a forked child: (pid, read end of its result pipe), or None if fork failed."""
     read_fd, write_fd = os.pipe()
     try:
-        with warnings.catch_warnings():
-            # 3.12+ warns about forking a multi-threaded process; the child only makes syscalls and exits.
-            warnings.simplefilter("ignore", DeprecationWarning)
+        with _quiet_fork_warning():
             pid = os.fork()
     except OSError:
         os.close(read_fd)
@@ -702,6 +710,17 @@ def _fork_walk(walk: _DiffWalk, items: list[str]) -> tuple[int, int] | None:
             os._exit(code)
     os.close(write_fd)
     return pid, read_fd
+
+
+@contextlib.contextmanager
+def _quiet_fork_warning() -> Iterator[None]:
+    """3.12+ warns about forking a multi-threaded process; our child only makes syscalls, then ``_exit``s."""
+    if sys.version_info < (3, 12):
+        yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def _join_child(child: tuple[int, int]) -> tuple[list[str], ...] | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import InstallError
 from .base import Driver, KimiInstall, ScreenState, WireEvent
+from .kimi_code import KimiCodeDriver
 from .legacy import LegacyDriver
 
 __all__ = ["Driver", "KimiInstall", "ScreenState", "WireEvent", "find_binary", "probe", "make_driver"]
@@ -113,9 +114,4 @@ def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiIns
 def make_driver(install: KimiInstall) -> Driver:
     if install.dialect == "legacy":
         return LegacyDriver(install)
-    raise InstallError(
-        f"Kimi Code {install.version} is installed, but this kimi-mcp build drives only the legacy "
-        "kimi-cli 1.50 dialect",
-        details={"kimi_bin": install.binary, "version": install.version},
-        suggestion=f"Install the legacy CLI ({LEGACY_REMEDY}) and set KIMI_MCP_KIMI_BIN to it.",
-    )
+    return KimiCodeDriver(install)

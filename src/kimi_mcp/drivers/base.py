@@ -23,7 +23,18 @@ class ScreenState(enum.Enum):
     NOT_LOGGED_IN = "not_logged_in"  # ready, but no model / login configured
 
 
-EventKind = Literal["turn_begin", "step", "text", "think", "tool_call", "tool_result", "usage", "turn_end"]
+EventKind = Literal[
+    "turn_begin",
+    "step",
+    "text",
+    "think",
+    "approval",
+    "approval_resolved",
+    "tool_call",
+    "tool_result",
+    "usage",
+    "turn_end",
+]
 
 
 @dataclass(slots=True)
@@ -62,6 +73,8 @@ class Driver(ABC):
     reject_key: ClassVar[str]
     dismiss_question_key: ClassVar[str]
     trust_key: ClassVar[str] = "\r"
+    #: the session log records which call an approval panel is for (else panels are matched on screen)
+    logs_approvals: ClassVar[bool] = False
 
     def __init__(self, install: KimiInstall) -> None:
         self.install = install

@@ -1,0 +1,202 @@
+"""Driver for Kimi Code CLI 2.x (npm ``@moonshot-ai/kimi-code``, a pi-tui app on Node >= 22.19).
+
+Facts this relies on (docs/kimi-dialects.md): a first-run "Trust this folder?" prompt; the input box
+``│ >``; prompts are submitted as a bracketed paste followed by CR (a plain CR right after typed text is
+swallowed as part of a paste burst); the session log
+``$KIMI_CODE_HOME|~/.kimi-code/sessions/<wd>/<session_id>/agents/main/wire.jsonl`` records
+``turn.prompt`` … ``turn.ended``, and approval requests (``interaction.request``, with the target path)
+*before* the tool call itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from ..errors import ApiError, AuthError, KimiMCPError
+from .base import Driver, ScreenState, ToolKind, WireEvent
+
+_SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+_BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
+_ERROR = re.compile(r"Error: \[(provider\.[a-z_]+)\] ([^\n]*)")
+_NOT_SET = re.compile(r"Error: LLM not set[^\n]*")
+
+_EDIT_TOOLS = {"Write", "Edit"}
+_SHELL_TOOLS = {"Bash"}
+_READ_TOOLS = {
+    "Read", "ReadMediaFile", "Glob", "Grep", "TodoList", "TaskList", "TaskOutput", "GetGoal", "CronList",
+}  # fmt: skip
+
+
+def _input_row(lines: list[str]) -> int | None:
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index].lstrip().startswith("│ >"):
+            return index
+    return None
+
+
+class KimiCodeDriver(Driver):
+    name = "kimi-code"
+    answer_terminal_queries = False  # it probes colours/keyboard protocols and falls back on its own
+    interrupt_key = "\x1b"
+    approve_key = "1"
+    reject_key = "3"
+    dismiss_question_key = "\x1b"
+    trust_key = "\r"
+    logs_approvals = True
+
+    def argv(self) -> list[str]:
+        return [self.install.binary]
+
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env.update(KIMI_DISABLE_TELEMETRY="1", KIMI_CODE_NO_AUTO_UPDATE="1", TERM="xterm-256color")
+        return env
+
+    # -- screen --------------------------------------------------------------------------------------
+    def classify(self, lines: list[str]) -> ScreenState:
+        text = "\n".join(lines)
+        if "Trust this folder?" in text and "Don't trust" in text:
+            return ScreenState.TRUST
+        if re.search(r"1\. Approve once", text):
+            return ScreenState.APPROVAL
+        if "←/→/tab switch" in text and "esc cancel" in text:
+            return ScreenState.QUESTION
+        row = _input_row(lines)
+        if row is None:
+            return ScreenState.STARTING
+        if any(_BUSY.search(line) for line in lines[:row]):
+            return ScreenState.BUSY
+        if "Model:     not set" in text or "Model: not set" in text or "Run /login or /provider" in text:
+            return ScreenState.NOT_LOGGED_IN
+        return ScreenState.READY
+
+    def session_id(self, screen_text: str) -> str | None:
+        match = _SESSION.search(screen_text)
+        return match.group(1) if match else None
+
+    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
+        return [("\x1b[200~" + text + "\x1b[201~\r", 0.0)]
+
+    def exit_sequence(self) -> list[tuple[str, float]]:
+        return [("/exit", 0.15), ("\r", 0.0)]
+
+    def exit_retry_sequence(self) -> list[tuple[str, float]]:
+        return [("\x03", 0.3), ("\x03", 0.0)]  # Ctrl-C twice exits
+
+    def screen_error(self, text: str) -> KimiMCPError | None:
+        if match := _NOT_SET.search(text):
+            return AuthError(
+                "Kimi Code is not logged in (no model configured)", details={"kimi_message": match.group(0)}
+            )
+        matches = list(_ERROR.finditer(text))
+        if not matches:
+            return None
+        kind, message = matches[-1].group(1), matches[-1].group(2).strip()
+        details = {"kimi_error": kind, "kimi_message": message}
+        if kind == "provider.auth_error":
+            return AuthError(
+                f"Kimi could not authenticate with the model provider: {message}", details=details
+            )
+        return ApiError(f"The model provider failed ({kind}): {message}", details=details)
+
+    # -- session log ---------------------------------------------------------------------------------
+    def home_dir(self, env: dict[str, str]) -> Path:
+        explicit = env.get("KIMI_CODE_HOME")
+        return Path(explicit) if explicit else self.home_of(env) / ".kimi-code"
+
+    def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
+        if not session_id:
+            return None
+        for candidate in (self.home_dir(env) / "sessions").glob(f"*/{session_id}/agents/main/wire.jsonl"):
+            return candidate
+        return None
+
+    def parse_wire_line(self, line: str) -> list[WireEvent]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return []
+        if not isinstance(record, dict):
+            return []
+        kind = record.get("type")
+        if kind == "turn.prompt":
+            return [WireEvent("turn_begin")]
+        if kind == "turn.ended":
+            return [WireEvent("turn_end", extra={"reason": record.get("reason")})]
+        if kind == "usage.record":
+            usage = record.get("usage") or {}
+            return [
+                WireEvent(
+                    "usage",
+                    input_tokens=int(usage.get("inputOther", 0))
+                    + int(usage.get("inputCacheRead", 0))
+                    + int(usage.get("inputCacheCreation", 0)),
+                    output_tokens=int(usage.get("output", 0)),
+                )
+            ]
+        if kind == "interaction.request" and record.get("kind") == "approval":
+            request = record.get("request") or {}
+            return [
+                WireEvent(
+                    "approval",
+                    call_id=str(record.get("toolCallId") or request.get("toolCallId") or ""),
+                    name=str(request.get("toolName") or ""),
+                    arguments=json.dumps(request.get("display") or {}, ensure_ascii=False),
+                )
+            ]
+        if kind == "permission.record_approval_result":
+            return [WireEvent("approval_resolved", call_id=str(record.get("toolCallId") or ""))]
+        if kind != "context.append_loop_event":
+            return []
+        event = record.get("event") or {}
+        etype = event.get("type")
+        if etype == "step.begin":
+            return [WireEvent("step")]
+        if etype == "content.part":
+            part = event.get("part") or {}
+            if part.get("type") == "text":
+                return [WireEvent("text", text=str(part.get("text") or ""))]
+            if part.get("type") in ("think", "thinking"):
+                return [WireEvent("think", text=str(part.get("think") or part.get("text") or ""))]
+            return []
+        if etype == "tool.call":
+            return [
+                WireEvent(
+                    "tool_call",
+                    call_id=str(event.get("toolCallId") or ""),
+                    name=str(event.get("name") or ""),
+                    arguments=json.dumps(event.get("args") or {}, ensure_ascii=False),
+                )
+            ]
+        if etype == "tool.result":
+            result = event.get("result") or {}
+            output = result.get("output")
+            if not isinstance(output, str):
+                output = json.dumps(output, ensure_ascii=False) if output is not None else ""
+            return [
+                WireEvent(
+                    "tool_result",
+                    call_id=str(event.get("toolCallId") or ""),
+                    text=output or str(result.get("error") or ""),
+                    is_error=bool(result.get("isError") or result.get("is_error") or result.get("error")),
+                )
+            ]
+        return []
+
+    def tool_kind(self, name: str) -> ToolKind:
+        if name in _EDIT_TOOLS:
+            return "edit"
+        if name in _SHELL_TOOLS:
+            return "shell"
+        if name in _READ_TOOLS:
+            return "read"
+        return "other"
+
+    def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
+        if name not in _EDIT_TOOLS:
+            return []
+        path = arguments.get("path")
+        return [path] if isinstance(path, str) else []
