@@ -118,11 +118,8 @@ def _touches_secret(arguments: str) -> bool:
         return False
     if any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS):
         return True
-    for key in _COMMAND_KEYS:
-        if isinstance(args.get(key), str):
-            if any(word and is_secret_path(word) for word in _SHELL_SPLIT.split(args[key])):
-                return True
-    return False
+    commands = [args[key] for key in _COMMAND_KEYS if isinstance(args.get(key), str)]
+    return any(word and is_secret_path(word) for command in commands for word in _SHELL_SPLIT.split(command))
 
 
 def _withhold_arguments(arguments: str) -> str:
