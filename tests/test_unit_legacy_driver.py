@@ -509,8 +509,9 @@ def test_make_driver() -> None:
     driver = make_driver(KimiInstall("/bin/kimi", "1.50.0", "legacy"))
     assert isinstance(driver, LegacyDriver)
     assert driver.install.binary == "/bin/kimi"
-    with pytest.raises(InstallError):
-        make_driver(KimiInstall("/bin/kimi", "2.1.0", "kimi-code"))
+    from kimi_mcp.drivers.kimi_code import KimiCodeDriver
+
+    assert isinstance(make_driver(KimiInstall("/bin/kimi", "2.1.0", "kimi-code")), KimiCodeDriver)
 
 
 # ------------------------------------------------------------------------------------------ find_binary

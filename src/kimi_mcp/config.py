@@ -43,6 +43,7 @@ class Settings(BaseModel):
     transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")
     platform: Literal["moonshot.ai", "moonshot.cn"] = Field(default="moonshot.ai")
     model: str | None = Field(default=None, description="Model to pick during automated setup")
+    thinking: bool = Field(default=False, description="Answer the setup's thinking question with 'on'")
     tools: list[str] | None = Field(default=None, description="Allow-list of tool names to register")
 
     model_config = {"extra": "forbid"}

@@ -20,6 +20,7 @@ from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from .config import Settings
 from .drivers import find_binary, make_driver, probe
+from .drivers.base import LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
 from .models import ErrorInfo, TaskResult, TruncatedItem, Usage
 from .session import KimiSession, TurnTrace
@@ -81,6 +82,15 @@ def tracker_options(settings: Settings) -> tracker.TrackerOptions:
     )
 
 
+def login_options(settings: Settings, env: dict[str, str]) -> LoginOptions | None:
+    key = env.get("MOONSHOT_API_KEY", "").strip()
+    if not key:
+        return None
+    return LoginOptions(
+        api_key=key, platform=settings.platform, model=settings.model, thinking=settings.thinking
+    )
+
+
 def run_task(
     request: TaskRequest,
     settings: Settings,
@@ -127,6 +137,7 @@ def run_task(
             on_progress=progress,
             secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
             transcript_dir=settings.transcript_dir,
+            login=login_options(settings, env),
         )
         session.start()
         result.session_id = session.session_id

@@ -28,7 +28,7 @@ from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._proc import descendants, terminate_tree
 from ._screen import TerminalScreen, strip_ansi
-from .drivers.base import Driver, ScreenState, WireEvent
+from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent
 from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from .models import ToolCallTrace
 
@@ -172,6 +172,7 @@ class KimiSession:
         on_progress: Callable[[str], None] | None = None,
         secrets: list[str] | None = None,
         transcript_dir: str | None = None,
+        login: LoginOptions | None = None,
     ) -> None:
         self.driver = driver
         self.workspace = workspace
@@ -194,6 +195,11 @@ class KimiSession:
         self._last_activity = time.monotonic()
         self._wire: _WireTail | None = None
         self._known_procs: list = []
+        self._login = login
+        self._logged_in_here = False
+        self.model_from_login: str | None = None
+        if login is not None:
+            self._secrets.append(login.api_key)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -232,9 +238,11 @@ class KimiSession:
                 self._send(self.driver.trust_key)
                 self._sleep_pumping(0.3)
                 continue
-            if state == ScreenState.NOT_LOGGED_IN:
+            if state == ScreenState.NOT_LOGGED_IN and not self._logged_in_here:
                 self._not_logged_in()
                 continue
+            if state == ScreenState.NOT_LOGGED_IN:  # stale "not set" text left on screen after our login
+                state = ScreenState.READY
             if state == ScreenState.READY:
                 self.session_id = self.driver.session_id(self.screen.text)
                 break
@@ -244,10 +252,64 @@ class KimiSession:
         log.info("kimi ready after %.2fs, session %s", self.ready_after_s, self.session_id)
 
     def _not_logged_in(self) -> None:
-        raise AuthError(
-            "Kimi is not logged in (no model configured)",
-            details={"dialect": self.driver.name},
-        )
+        if self._login is None:
+            raise AuthError(
+                "Kimi is not logged in (no model configured) and MOONSHOT_API_KEY is not set",
+                details={"dialect": self.driver.name},
+                suggestion=(
+                    "Either set MOONSHOT_API_KEY in the server's environment (or its .env) so kimi-mcp logs "
+                    "Kimi in automatically, or run `kimi` once by hand and log in with /login."
+                ),
+            )
+        self.state = State.SETUP
+        self._progress(f"Kimi is not logged in; logging in to {self._login.platform} with MOONSHOT_API_KEY")
+        log.info("running the automated login (%s, platform %s)", self.driver.name, self._login.platform)
+        try:
+            self.model_from_login = self.driver.login(self, self._login)
+        except KimiMCPError as exc:
+            exc.message = self._redact(exc.message)
+            exc.details = {k: self._redact(v) if isinstance(v, str) else v for k, v in exc.details.items()}
+            raise
+        self._logged_in_here = True
+        self._progress(f"logged in; model {self.model_from_login}")
+        log.info("automated login done; model %s", self.model_from_login)
+        self.state = State.STARTING
+
+    # -- Console (what a driver's login script uses) -----------------------------------------------------
+    def send(self, keys: str, pause: float = 0.0) -> None:
+        self._mark = self.screen.total_chars
+        self._send(keys)
+        if pause:
+            self._sleep_pumping(pause)
+
+    def wait_for(self, patterns: list[str], timeout: float) -> tuple[int, re.Match[str]]:
+        compiled = [re.compile(p) for p in patterns]
+        end = min(time.monotonic() + timeout, self.deadline)
+        while True:
+            self._check_abort(limit_for_timeout=float("inf"), phase="setup")
+            self._pump(POLL)
+            screen = self.screen.text
+            since = self.screen.tail_since(getattr(self, "_mark", 0))
+            for index, pattern in enumerate(compiled):
+                match = pattern.search(screen) or pattern.search(since)
+                if match:
+                    return index, match
+            if self._eof:
+                raise SessionError(
+                    "Kimi exited during the automated login",
+                    details={"screen": self._redact(self.screen.tail[-1500:])},
+                )
+            if time.monotonic() >= end:
+                raise AuthError(
+                    "the automated Kimi login did not reach the expected screen "
+                    f"({' | '.join(patterns)}) in {timeout:.0f}s",
+                    details={"screen": self._redact(self.screen.text[-1500:])},
+                    suggestion="Log in once by hand with `kimi` and /login, then retry.",
+                    retryable=True,
+                )
+
+    def screen_lines(self) -> list[str]:
+        return self.screen.lines
 
     def run_turn(self, prompt: str) -> TurnTrace:
         """Submit ``prompt`` and return once the session log reports the end of the turn."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from ..errors import KimiMCPError
 
@@ -53,6 +54,28 @@ class WireEvent:
 
 
 ToolKind = Literal["edit", "shell", "read", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoginOptions:
+    """What the automated first-run login uses (the key comes from MOONSHOT_API_KEY)."""
+
+    api_key: str
+    platform: Literal["moonshot.ai", "moonshot.cn"] = "moonshot.ai"
+    model: str | None = None
+    thinking: bool = False
+
+
+class Console(Protocol):
+    """The session as a driver's login script sees it."""
+
+    def send(self, keys: str, pause: float = 0.0) -> None: ...
+
+    def wait_for(self, patterns: list[str], timeout: float) -> tuple[int, re.Match[str]]:
+        """Wait until one of the regexes matches the screen (or output since the last send)."""
+        ...
+
+    def screen_lines(self) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +143,14 @@ class Driver(ABC):
         """Whether the submitted prompt shows up as accepted in the output ``text``."""
         first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
         return bool(first) and first in text
+
+    # -- login ---------------------------------------------------------------------------------------
+    @abstractmethod
+    def login(self, console: Console, options: LoginOptions) -> str:
+        """Run the dialect's interactive login with an API key; return the model chosen.
+
+        Raises AuthError (wrong key, unreachable platform, no models) without retrying.
+        """
 
     # -- session log ---------------------------------------------------------------------------------
     @abstractmethod

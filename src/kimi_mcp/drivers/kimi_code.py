@@ -16,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Driver, ScreenState, ToolKind, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, ToolKind, WireEvent
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
 _ERROR = re.compile(r"Error: \[(provider\.[a-z_]+)\] ([^\n]*)")
 _NOT_SET = re.compile(r"Error: LLM not set[^\n]*")
+
+_PLATFORM_ROW = {"moonshot.ai": "platform.kimi.ai", "moonshot.cn": "platform.kimi.com"}
+_LOGIN_ERROR = r"Error: [^\n]*"
 
 _EDIT_TOOLS = {"Write", "Edit"}
 _SHELL_TOOLS = {"Bash"}
@@ -101,6 +104,42 @@ class KimiCodeDriver(Driver):
                 f"Kimi could not authenticate with the model provider: {message}", details=details
             )
         return ApiError(f"The model provider failed ({kind}): {message}", details=details)
+
+    # -- login ---------------------------------------------------------------------------------------
+    def login(self, console: Console, options: LoginOptions) -> str:
+        """``/login`` → "Kimi Platform (API key · …)" → key → model (+ thinking toggle) → "Setup complete"."""
+        console.send("/login", 0.15)
+        console.send("\r")
+        console.wait_for([r"Kimi Platform \(API key"], 20)
+        target = _PLATFORM_ROW[options.platform]
+        rows = [line for line in console.screen_lines() if "Kimi Code (" in line or "Kimi Platform (" in line]
+        wanted = next((i for i, line in enumerate(rows) if target in line), None)
+        current = next((i for i, line in enumerate(rows) if "❯" in line), 0)
+        if wanted is None:
+            raise AuthError(f"the /login menu of Kimi Code has no {target} entry", details={"menu": rows})
+        step = "\x1b[B" if wanted >= current else "\x1b[A"
+        console.send(step * abs(wanted - current), 0.2)
+        console.send("\r")
+        console.wait_for([r"Enter API key"], 20)
+        console.send("\x1b[200~" + options.api_key + "\x1b[201~", 0.2)
+        console.send("\r")
+        index, match = console.wait_for([r"Select a model", _LOGIN_ERROR], 60)
+        if index:
+            raise _login_error(match.group(0), options.platform)
+        if options.model:
+            console.send(options.model, 0.4)  # the list filters as you type
+        screen = "\n".join(console.screen_lines())
+        if not options.thinking and "[ On ]" in screen:
+            console.send("\x1b[C", 0.2)  # thinking toggle: On -> Off
+        elif options.thinking and "[ Off ]" in screen:
+            console.send("\x1b[D", 0.2)
+        console.send("\r")
+        index, match = console.wait_for(
+            [r"Setup complete[^\n]*", _LOGIN_ERROR, r"No (?:matching )?models?[^\n]*"], 30
+        )
+        if index:
+            raise _login_error(match.group(0), options.platform)
+        return match.group(0).rsplit("·", 1)[-1].strip() or (options.model or "")
 
     # -- session log ---------------------------------------------------------------------------------
     def home_dir(self, env: dict[str, str]) -> Path:
@@ -200,3 +239,19 @@ class KimiCodeDriver(Driver):
             return []
         path = arguments.get("path")
         return [path] if isinstance(path, str) else []
+
+
+def _login_error(message: str, platform: str) -> AuthError:
+    text = message.strip()
+    unreachable = "fetch failed" in text or "ECONNREFUSED" in text or "ENOTFOUND" in text
+    return AuthError(
+        f"automated Kimi Code login on {platform} failed: {text}",
+        details={"platform": platform, "kimi_message": text},
+        suggestion=(
+            "The platform could not be reached; check the network/proxy and retry."
+            if unreachable
+            else "Check MOONSHOT_API_KEY and KIMI_MCP_PLATFORM (moonshot.ai and moonshot.cn keys differ), "
+            "or log in once by hand with `kimi` and /login."
+        ),
+        retryable=unreachable,
+    )

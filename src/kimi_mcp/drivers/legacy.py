@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Driver, ScreenState, ToolKind, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, ToolKind, WireEvent
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
 _SESSION = re.compile(r"Session: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -25,6 +25,13 @@ _TRANSIENT = re.compile(
 )
 _APPROVAL_TOOL = re.compile(r"(\w+) is requesting approval")
 _SERVER_LINE = re.compile(r"Server: Error code: (\d{3})[^\n]*")
+
+_PLATFORM_LABEL = {"moonshot.ai": "(moonshot.ai)", "moonshot.cn": "(moonshot.cn)"}
+_SETUP_FAILED = [
+    r"Failed to get models: [^\n]*",
+    r"No models available for the selected platform",
+    r"No model selected|No platform selected|Unknown platform",
+]
 
 _EDIT_TOOLS = {"WriteFile": ("path",), "StrReplaceFile": ("path",)}
 _SHELL_TOOLS = {"Shell"}
@@ -109,6 +116,46 @@ class LegacyDriver(Driver):
             )
         return None
 
+    # -- login ---------------------------------------------------------------------------------------
+    def login(self, console: Console, options: LoginOptions) -> str:
+        """``/login`` → platform → API key → model → thinking → "Setup complete!" (then Kimi reloads)."""
+        console.send("/login\r")
+        console.wait_for([r"Select a platform"], 20)
+        label = _PLATFORM_LABEL[options.platform]
+        number = _menu_number(console.screen_lines(), lambda text: label in text)
+        if number is None:
+            raise AuthError(f"the /login menu of kimi-cli has no {options.platform} platform")
+        console.send(str(number), 0.3)
+        console.send("\r")
+        console.wait_for([r"Enter your API key"], 20)
+        console.send(options.api_key, 0.1)
+        console.send("\r")
+        index, match = console.wait_for([r"Select a model", *_SETUP_FAILED], 60)
+        if index:
+            raise _setup_error(match.group(0), options.platform)
+        models = _menu_entries(console.screen_lines(), after="Select a model")
+        if not models:
+            raise AuthError("the platform offered no models", details={"platform": options.platform})
+        wanted = options.model or models[0][1]
+        chosen = next((number for number, name in models if name == wanted), None)
+        if chosen is None:
+            raise AuthError(
+                f"model {wanted!r} is not offered by {options.platform}",
+                details={"available": [name for _, name in models]},
+                suggestion="Set KIMI_MCP_MODEL to one of the available models, or unset it.",
+            )
+        console.send(str(chosen), 0.3)
+        console.send("\r")
+        index, match = console.wait_for([r"Enable thinking mode\?", r"Setup complete", *_SETUP_FAILED], 30)
+        if index == 0:
+            console.send("1" if options.thinking else "2", 0.3)
+            console.send("\r")
+            index, match = console.wait_for([r"Setup complete", *_SETUP_FAILED], 30)
+            index = 1 if index == 0 else index + 1
+        if index != 1:
+            raise _setup_error(match.group(0), options.platform)
+        return wanted
+
     # -- session log ---------------------------------------------------------------------------------
     def _share_dir(self, env: dict[str, str]) -> Path:
         share = env.get("KIMI_SHARE_DIR")
@@ -192,3 +239,42 @@ class LegacyDriver(Driver):
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         keys = _EDIT_TOOLS.get(name, ())
         return [str(arguments[k]) for k in keys if isinstance(arguments.get(k), str)]
+
+
+def _menu_number(lines: list[str], predicate) -> int | None:
+    for line in lines:
+        match = re.match(r"\s*(?:>\s*)?(\d+)\.\s+(.*)$", line)
+        if match and predicate(match.group(2)):
+            return int(match.group(1))
+    return None
+
+
+def _menu_entries(lines: list[str], after: str) -> list[tuple[int, str]]:
+    start = next((i for i, line in enumerate(lines) if after in line), None)
+    if start is None:
+        return []
+    entries = []
+    for line in lines[start + 1 :]:
+        match = re.match(r"\s*(?:>\s*)?(\d+)\.\s+(\S+)", line)
+        if match:
+            entries.append((int(match.group(1)), match.group(2)))
+        elif entries and line.strip():
+            break
+    return entries
+
+
+def _setup_error(message: str, platform: str) -> AuthError:
+    unreachable = (
+        "Cannot connect" in message or "connect" in message.lower() and "Unauthorized" not in message
+    )
+    return AuthError(
+        f"automated Kimi login on {platform} failed: {message.strip()}",
+        details={"platform": platform, "kimi_message": message.strip()},
+        suggestion=(
+            "The platform could not be reached; check the network/proxy and retry."
+            if unreachable
+            else "Check MOONSHOT_API_KEY and KIMI_MCP_PLATFORM (moonshot.ai and moonshot.cn keys differ), "
+            "or log in once by hand with `kimi` and /login."
+        ),
+        retryable=unreachable,
+    )
