@@ -68,9 +68,11 @@ def test_create_modify_delete_are_reported_exactly(
     assert (workspace / "new.py").read_text() == "print('new')\n"
     assert (workspace / "old.txt").read_text() == "changed\n"
     assert not (workspace / "gone.txt").exists() and (workspace / "keep.txt").read_text() == "untouched\n"
-    names = [c["name"] for c in data["tool_calls"]]
+    names = [c["name"] for c in data["evidence"]["tools_run"]]
     assert names == [kimi.write_tool, kimi.shell_tool]
-    assert all(c["approval"] in ("approved", "auto") and not c["is_error"] for c in data["tool_calls"])
+    assert all(
+        c["approval"] in ("approved", "auto") and not c["is_error"] for c in data["evidence"]["tools_run"]
+    )
     assert data["usage"]["output_tokens"] > 0
     assert data["session_id"] and data["dialect"] == kimi.name and data["duration_s"] > 0
     assert progress, "the server must send progress notifications while Kimi works"
@@ -89,7 +91,7 @@ def test_plain_answer_changes_nothing(
     assert data["success"] is True
     assert data["output"] == "The answer is 42.\nNo files were changed."
     assert data["files_created"] == data["files_modified"] == data["files_deleted"] == []
-    assert data["tool_calls"] == []
+    assert data["evidence"]["tools_run"] == []
 
 
 def test_multi_step_turn_and_context_files(
@@ -111,7 +113,7 @@ def test_multi_step_turn_and_context_files(
     assert data["output"] == "Three steps done."
     assert data["files_created"] == ["both.txt", "step1.txt", "step2.txt"]
     assert data["file_contents"]["both.txt"] == "one\ntwo\n"
-    assert len(data["tool_calls"]) == 3
+    assert len(data["evidence"]["tools_run"]) == 3
     first_prompt = json.dumps(fake.chat_requests()[0]["body"]["messages"])
     assert "def f():" in first_prompt and "lib.py" in first_prompt
 
@@ -128,7 +130,7 @@ def test_writes_outside_the_workspace_are_rejected(
     )
     result, data = run(kimi, workspace, tmp_path, {"task_description": "write outside"})
     assert not outside.exists()
-    assert data["tool_calls"][0]["approval"] == "rejected"
+    assert data["evidence"]["tools_run"][0]["approval"] == "rejected"
     assert data["files_created"] == []
 
 

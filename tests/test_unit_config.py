@@ -36,7 +36,8 @@ def test_defaults_without_file_or_environment(xdg: Path) -> None:
     assert settings.startup_timeout == 60.0
     assert settings.workspace is None
     assert settings.max_file_chars == 20_000
-    assert settings.max_total_chars == 60_000
+    assert settings.max_total_chars == 30_000
+    assert settings.max_result_chars == 40_000
     assert settings.max_context_bytes == 200_000
     assert settings.allow_shell is True
     assert settings.exclude_dirs == []

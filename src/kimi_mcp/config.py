@@ -33,7 +33,12 @@ class Settings(BaseModel):
         default=None, description="Default workspace when no work_dir/root is given"
     )
     max_file_chars: int = Field(default=20_000, ge=0, description="Per-file content cap in a result")
-    max_total_chars: int = Field(default=60_000, ge=0, description="Cap on all file contents in a result")
+    max_total_chars: int = Field(default=30_000, ge=0, description="Cap on all file contents in a result")
+    max_result_chars: int = Field(
+        default=40_000,
+        ge=0,
+        description="Cap on a whole result's JSON (0 = no cap); Claude Code saves larger ones",
+    )
     max_context_bytes: int = Field(default=200_000, gt=0, description="Cap per context file sent to Kimi")
     allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
     exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")

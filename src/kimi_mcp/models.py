@@ -53,6 +53,15 @@ class Usage(BaseModel):
     output_tokens: int = 0
 
 
+class Evidence(BaseModel):
+    """What Kimi looked at and did, from its own session log (not from its prose)."""
+
+    files_read: list[str] = Field(default_factory=list, description="Files Kimi read or searched")
+    tools_run: list[ToolCallTrace] = Field(default_factory=list, description="Every tool call, in order")
+    incomplete_trace: bool = Field(default=False, description="A tool call has no logged result")
+    cited: list[str] = Field(default_factory=list, description="Evidence Kimi cited in its structured answer")
+
+
 class TaskResult(BaseModel):
     """What Kimi said and every file it created, changed or deleted."""
 
@@ -69,11 +78,87 @@ class TaskResult(BaseModel):
         default_factory=list, description="Created/modified files whose contents are withheld (secrets)"
     )
     truncated: list[TruncatedItem] = Field(default_factory=list)
-    tool_calls: list[ToolCallTrace] = Field(default_factory=list)
+    evidence: Evidence = Field(default_factory=Evidence)
     usage: Usage | None = None
     workspace: str = ""
     dialect: str = ""
     kimi_version: str = ""
     session_id: str | None = None
     duration_s: float = 0.0
+    timings: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds per phase: startup (spawn to ready), turn, changes (turn end to change list), exit",
+    )
     error: ErrorInfo | None = None
+
+
+class StructuredResult(TaskResult):
+    """A result whose main fields come from a JSON block Kimi was asked to produce."""
+
+    parse_ok: bool = Field(default=False, description="Kimi's answer contained valid JSON of the asked shape")
+    raw_response_preview: str = Field(
+        default="", description="Start of Kimi's raw answer (for parse failures)"
+    )
+
+
+class RefactorResult(StructuredResult):
+    file_path: str = ""
+    original_content: str | None = None
+    refactored_content: str | None = None
+    diff: str = Field(default="", description="Unified diff of file_path")
+    explanation: str = ""
+    behavior_preserved: bool | None = None
+    other_files_changed: list[str] = Field(
+        default_factory=list, description="Files changed besides file_path (reported, not hidden)"
+    )
+
+
+class CodeChange(BaseModel):
+    path: str
+    description: str = ""
+    diff: str = Field(default="", description="Unified diff when the original was known (relevant_files)")
+
+
+class DebugResult(StructuredResult):
+    diagnosis: str = ""
+    root_cause: str = ""
+    solution: str = ""
+    code_changes: list[CodeChange] = Field(default_factory=list)
+
+
+class Suggestion(BaseModel):
+    title: str = ""
+    detail: str = ""
+    file: str | None = None
+    line: int | None = None
+    severity: Literal["info", "low", "medium", "high", "critical"] | None = None
+
+
+class AnalysisResult(StructuredResult):
+    role: str = "general"
+    analysis: str = ""
+    suggestions: list[Suggestion] = Field(default_factory=list)
+
+
+class Finding(BaseModel):
+    requirement: str = ""
+    status: Literal["met", "unmet", "partial", "unknown"] = "unknown"
+    file: str | None = None
+    line: int | None = None
+    detail: str = ""
+
+
+class VerifyResult(StructuredResult):
+    verdict: Literal["pass", "fail", "partial", "unknown"] = "unknown"
+    findings: list[Finding] = Field(default_factory=list)
+    unmet_requirements: list[str] = Field(default_factory=list)
+
+
+class ConsultResult(StructuredResult):
+    role: str = ""
+    response: str = ""
+    key_risks: list[str] = Field(default_factory=list)
+    assumptions: list[str] = Field(default_factory=list)
+    alternatives: list[str] = Field(default_factory=list)
+    confidence: float | None = Field(default=None, ge=0, le=1)
+    incomplete_trace: bool = False

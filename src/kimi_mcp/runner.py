@@ -7,6 +7,7 @@ closed and the files already changed are still reported.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -20,9 +21,9 @@ from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from .config import Settings
 from .drivers import find_binary, make_driver, probe
-from .drivers.base import LoginOptions
+from .drivers.base import Driver, LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
-from .models import ErrorInfo, TaskResult, TruncatedItem, Usage
+from .models import ErrorInfo, Evidence, TaskResult, TruncatedItem, Usage
 from .session import KimiSession, TurnTrace
 
 log = get_logger("runner")
@@ -141,8 +142,11 @@ def run_task(
         )
         session.start()
         result.session_id = session.session_id
+        result.timings["startup"] = round(time.monotonic() - started, 3)
         before.result()  # the snapshot must be complete before Kimi can touch anything
+        turn_started = time.monotonic()
         trace = session.run_turn(request.prompt)
+        result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         result.session_id = session.session_id
         error = trace.error
     except KimiMCPError as exc:
@@ -152,12 +156,14 @@ def run_task(
         error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
     finally:
         after: Future[tracker.Changes] | None = None
+        turn_over = time.monotonic()
         if before is not None and before.done() and before.exception() is None:
-            after = pool.submit(tracker.diff, before.result(), options)
+            after = pool.submit(_timed_diff, before.result(), options, result.timings, turn_over)
         if session is not None:
             if trace is None:
                 trace = session.trace
-            session.close()
+            session.close()  # Kimi exits while the "after" walk runs
+            result.timings["exit"] = round(time.monotonic() - turn_over, 3)
             result.session_id = result.session_id or session.session_id
         if after is not None:
             progress("collecting file changes")
@@ -172,7 +178,9 @@ def run_task(
     if trace is not None:
         redact = session.redact if session is not None else (lambda text: text)
         result.output = redact(trace.output)
-        result.tool_calls = trace.tool_traces(redact)
+        result.evidence = build_evidence(
+            trace, session.driver if session else None, request.workspace, redact
+        )
         if trace.input_tokens or trace.output_tokens:
             result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
     result.duration_s = round(time.monotonic() - started, 3)
@@ -190,6 +198,43 @@ def run_task(
         result.duration_s,
     )
     return result
+
+
+def build_evidence(
+    trace: TurnTrace, driver: Driver | None, workspace: Path, redact: Callable[[str], str]
+) -> Evidence:
+    files_read: list[str] = []
+    for call in trace.calls.values():
+        if driver is None or driver.tool_kind(call.name) != "read":
+            continue
+        try:
+            args = json.loads(call.arguments or "{}")
+        except ValueError:
+            continue
+        path = args.get("path") or args.get("file_path") if isinstance(args, dict) else None
+        if not isinstance(path, str) or not path:
+            continue
+        absolute = Path(os.path.expanduser(path))
+        absolute = absolute if absolute.is_absolute() else workspace / absolute
+        try:
+            shown = absolute.resolve().relative_to(workspace.resolve()).as_posix()
+        except ValueError:
+            shown = str(absolute)
+        if shown not in files_read:
+            files_read.append(shown)
+    return Evidence(
+        files_read=files_read,
+        tools_run=trace.tool_traces(redact),
+        incomplete_trace=any(call.result is None for call in trace.calls.values()),
+    )
+
+
+def _timed_diff(
+    before: tracker.Snapshot, options: tracker.TrackerOptions, timings: dict[str, float], since: float
+) -> tracker.Changes:
+    changes = tracker.diff(before, options)
+    timings["changes"] = round(time.monotonic() - since, 4)
+    return changes
 
 
 def _fill_changes(

@@ -14,9 +14,11 @@ from .config import ConfigError, Settings, load_env_file, load_settings
 from .tools import register_tools
 
 INSTRUCTIONS = (
-    "kimi-mcp delegates coding work to Kimi (Moonshot AI's coding agent CLI). Call kimi_code_task with a "
-    "self-contained task description; the result lists every file Kimi created, modified or deleted in the "
-    "workspace, with contents. The workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE."
+    "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
+    "kimi_prompt, kimi_refactor, kimi_debug) let Kimi change files in the workspace and return every file it "
+    "created, modified or deleted, with contents. Read-only tools (kimi_analyze_code, kimi_verify, "
+    "kimi_consult) cannot change anything and can run in parallel. Give self-contained instructions. The "
+    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory."
 )
 
 
@@ -41,7 +43,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     setup_logging(settings.log_level, settings.log_file)
-    mcp = create_server(settings)
+    try:
+        mcp = create_server(settings)
+    except ValueError as exc:
+        print(f"kimi-mcp: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
     if args.http:
         mcp.run(
             transport="http", host=args.host, port=args.port, show_banner=False, host_origin_protection="auto"

@@ -206,7 +206,7 @@ class KimiSession:
         """Spawn Kimi and wait until its input box is ready (running setup when it is not logged in)."""
         self.state = State.STARTING
         self.driver.prepare_workspace(self.workspace, self.env)
-        argv = self.driver.argv()
+        argv = self.driver.argv(read_only=self.policy.read_only)
         log.info("spawning %s in %s", " ".join(argv), self.workspace)
         started = time.monotonic()
         try:

@@ -1,207 +1,446 @@
-"""The MCP tools: a thin layer that validates input, runs the task in a worker thread and keeps the
-client informed (progress at least every few seconds, real cancellation)."""
+"""The MCP tools: thin functions that validate input, render a prompt, run one Kimi turn and shape the
+result. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject every
+write or command at the approval layer."""
 
 from __future__ import annotations
 
-import json
-import threading
-import time
-import warnings
-from collections import deque
-from typing import Annotated
+import difflib
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
-import anyio
 import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.tools.base import ToolResult
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from ._logging import get_logger
+from . import answers, prompts
+from ._mcp_glue import client_roots, error_result, run_with_progress, to_tool_result
 from .config import Settings
 from .errors import BadInput, KimiMCPError
-from .models import ErrorInfo, TaskResult
-from .prompts import code_task_prompt
-from .runner import TaskRequest, run_task
-from .workspace import read_context_files, resolve_workspace, roots_to_paths
+from .models import (
+    AnalysisResult,
+    CodeChange,
+    ConsultResult,
+    DebugResult,
+    Evidence,
+    RefactorResult,
+    StructuredResult,
+    TaskResult,
+    VerifyResult,
+)
+from .runner import TaskRequest
+from .workspace import ContextFile, read_context_files, resolve_workspace, safe_relative, workspace_overview
 
-log = get_logger("tools")
+ALL_TOOLS = (
+    "kimi_code_task",
+    "kimi_prompt",
+    "kimi_refactor",
+    "kimi_debug",
+    "kimi_analyze_code",
+    "kimi_verify",
+    "kimi_consult",
+)
 
-HEARTBEAT_S = 5.0
+Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
+ConsultRole = Literal["skeptic", "architect", "debugger", "judge"]
+WorkDir = Annotated[
+    str | None,
+    Field(description="Workspace directory (default: the client's root, KIMI_MCP_WORKSPACE or cwd)"),
+]
+Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
-
-ROOTS_KEY = "kimi_mcp_roots"
-
-
-def _root_paths(listed: object) -> list[str]:
-    roots = getattr(listed, "roots", None)
-    if roots is None and isinstance(listed, dict):
-        roots = listed.get("roots")
-    uris = []
-    for root in roots or []:
-        uri = getattr(root, "uri", None) or (root.get("uri") if isinstance(root, dict) else None)
-        if uri:
-            uris.append(str(uri))
-    return roots_to_paths(uris)
-
-
-async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResult:
-    """The client's ``file://`` roots, or [] when it has none.
-
-    Handshake-era clients are asked with ``roots/list``. On the 2026-07-28 protocol there is no
-    back-channel: the first round returns an ``InputRequiredResult`` asking for the roots, and the
-    client retries the call with the answer in ``input_responses``.
-    """
-    try:
-        responses = ctx.input_responses
-        if responses and ROOTS_KEY in responses:
-            return _root_paths(responses[ROOTS_KEY])
-        session = ctx.session
-        caps = getattr(session, "client_capabilities", None)
-        if caps is None or getattr(caps, "roots", None) is None:
-            return []
-        if getattr(ctx, "_is_modern_protocol", lambda: False)():
-            return mcp_types.InputRequiredResult(
-                input_requests={ROOTS_KEY: mcp_types.ListRootsRequest(method="roots/list")}
-            )
-        with warnings.catch_warnings(), anyio.fail_after(3):
-            warnings.simplefilter("ignore")
-            listed = await session.list_roots()
-        return _root_paths(listed)
-    except Exception as exc:  # roots are optional: any failure means "no roots"
-        log.debug("no client roots: %s", exc)
-        return []
+Reply = ToolResult | mcp_types.InputRequiredResult
 
 
-def error_result(exc: KimiMCPError, workspace: str = "") -> TaskResult:
-    return TaskResult(success=False, workspace=workspace, error=ErrorInfo.from_exception(exc))
+class JudgeOption(BaseModel):
+    name: str
+    pros: list[str] = Field(default_factory=list)
+    cons: list[str] = Field(default_factory=list)
 
 
-def to_tool_result(result: TaskResult) -> ToolResult:
-    payload = result.model_dump(mode="json")
-    return ToolResult(
-        content=json.dumps(payload, ensure_ascii=False, indent=1),
-        structured_content=payload,
-        is_error=not result.success,
+class ExchangeTurn(BaseModel):
+    role: Literal["user", "kimi"]
+    content: str
+
+
+def _write(title: str) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title, read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
     )
 
 
-async def run_with_progress(ctx: Context, request: TaskRequest, settings: Settings) -> TaskResult:
-    """Run the blocking task in a thread; relay progress; turn cancellation into a clean Kimi shutdown."""
-    cancel = threading.Event()
-    done = threading.Event()
-    messages: deque[str] = deque(maxlen=50)
-    started = time.monotonic()
+def _read(title: str) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+    )
 
-    def work() -> TaskResult:
-        try:
-            return run_task(request, settings, on_progress=messages.append, cancel=cancel)
-        finally:
-            done.set()
 
-    async def heartbeat() -> None:
-        last_message = "starting"
-        last_sent = 0.0
-        while True:
-            await anyio.sleep(0.25)
-            fresh = False
-            while messages:
-                last_message, fresh = messages.popleft(), True
-            now = time.monotonic()
-            if fresh or now - last_sent >= HEARTBEAT_S:
-                elapsed = now - started
-                text = f"{last_message} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
-                try:
-                    await ctx.report_progress(
-                        progress=round(elapsed, 1), total=settings.timeout, message=text
-                    )
-                except Exception as exc:
-                    log.debug("progress not sent: %s", exc)
-                last_sent = now
+class _Call:
+    """One tool invocation: workspace, context files, the Kimi run, the result."""
 
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(heartbeat)
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-            group.cancel_scope.cancel()
-        return result
-    except BaseException:
-        if not done.is_set():
-            cancel.set()  # the session interrupts Kimi and cleans up; wait for that before returning
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(done.wait)
-        raise
+    def __init__(self, ctx: Context, settings: Settings, cls: type[TaskResult]) -> None:
+        self.ctx, self.settings, self.cls = ctx, settings, cls
+        self.workspace: Path | None = None
+
+    async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
+        roots = [] if work_dir else await client_roots(self.ctx)
+        if isinstance(roots, mcp_types.InputRequiredResult):
+            return roots
+        self.workspace = resolve_workspace(work_dir, roots, self.settings.workspace)
+        return self.workspace
+
+    def files(self, paths: list[str], *, required: bool = False) -> list[ContextFile]:
+        if required and not paths:
+            raise BadInput("at least one file path is required")
+        assert self.workspace is not None
+        return read_context_files(self.workspace, list(paths), self.settings.max_context_bytes)
+
+    async def run(self, prompt: str, *, read_only: bool) -> TaskResult:
+        assert self.workspace is not None
+        request = TaskRequest(prompt=prompt, workspace=self.workspace, read_only=read_only)
+        return await run_with_progress(self.ctx, request, self.settings)
+
+    def fail(self, exc: KimiMCPError) -> ToolResult:
+        return to_tool_result(error_result(exc, str(self.workspace or ""), self.cls), self.settings)
+
+    def done(self, result: TaskResult) -> ToolResult:
+        return to_tool_result(result, self.settings)
+
+
+def _structured(cls: type[StructuredResult], base: TaskResult, answer_model: type[BaseModel]) -> Any:
+    parsed, _raw = answers.parse_answer(base.output, answer_model)
+    result = cls(
+        **base.model_dump(), parse_ok=parsed is not None, raw_response_preview=answers.preview(base.output)
+    )
+    if parsed is not None and hasattr(parsed, "evidence"):
+        result.evidence = Evidence(**{**result.evidence.model_dump(), "cited": list(parsed.evidence)})
+    return result, parsed
+
+
+def _diff(path: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+        )
+    )
 
 
 def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
     """Register the tools allowed by ``settings.tools`` (all when unset). Returns their names."""
-    enabled = set(settings.tools) if settings.tools else None
-    registered: list[str] = []
-    output_schema = TaskResult.model_json_schema()
+    enabled = set(settings.tools) if settings.tools else set(ALL_TOOLS)
+    unknown = enabled - set(ALL_TOOLS)
+    if unknown:
+        raise ValueError(
+            f"KIMI_MCP_TOOLS names unknown tools {sorted(unknown)}; valid: {', '.join(ALL_TOOLS)}"
+        )
 
-    def allowed(name: str) -> bool:
-        return enabled is None or name in enabled
+    def schema(cls: type[BaseModel]) -> dict[str, Any]:
+        return cls.model_json_schema()
 
-    if allowed("kimi_code_task"):
+    if "kimi_code_task" in enabled:
 
         @mcp.tool(
             name="kimi_code_task",
             description=(
-                "Delegate a coding task to Kimi (Moonshot's coding agent) in a workspace. Kimi may read, "
-                "create, edit and delete files inside the workspace and run shell commands there. Returns "
-                "Kimi's final answer and every file it created, modified or deleted, with the text contents "
-                "of created/modified files (within size budgets; secrets withheld)."
+                "Delegate a coding task to Kimi (Moonshot's coding agent) in a workspace. Kimi may read, create, "
+                "edit and delete files inside the workspace and run shell commands there. Returns Kimi's final "
+                "answer and every file it created, modified or deleted, with the text of created/modified files "
+                "(within size budgets; secrets withheld), plus evidence of the tools it ran."
             ),
-            annotations=ToolAnnotations(
-                title="Kimi: coding task",
-                read_only_hint=False,
-                destructive_hint=True,
-                idempotent_hint=False,
-                open_world_hint=True,
-            ),
-            output_schema=output_schema,
+            annotations=_write("Kimi: coding task"),
+            output_schema=schema(TaskResult),
         )
         async def kimi_code_task(
             ctx: Context,
             task_description: Annotated[
-                str,
-                Field(description="What Kimi should do, in plain language", min_length=1, max_length=100_000),
+                str, Field(description="What Kimi should do, self-contained", max_length=100_000)
             ],
-            context_files: Annotated[
-                list[str],
-                Field(description="Files (relative to the workspace) whose contents Kimi should see"),
-            ] = [],  # noqa: B006 - JSON schema default; never mutated
-            work_dir: Annotated[
-                str | None,
-                Field(description="Workspace directory (default: client root, KIMI_MCP_WORKSPACE or cwd)"),
+            context_files: Files = [],  # noqa: B006 - schema default, never mutated
+            constraints: Annotated[
+                str | None, Field(description="Rules Kimi must follow (style, scope, …)")
             ] = None,
-        ) -> ToolResult | mcp_types.InputRequiredResult:
-            return await _code_task(ctx, settings, task_description, context_files, work_dir, None)
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, TaskResult)
+            try:
+                if not task_description.strip():
+                    raise BadInput("task_description is empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                prompt = prompts.code_task_prompt(task_description, call.files(context_files), constraints)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            return call.done(await call.run(prompt, read_only=False))
 
-        registered.append("kimi_code_task")
-    return registered
+    if "kimi_prompt" in enabled:
 
+        @mcp.tool(
+            name="kimi_prompt",
+            description=(
+                "Send a free-form prompt to Kimi in a workspace (it may change files, like kimi_code_task). "
+                "With include_workspace_context, a listing of the workspace's files is added to the prompt."
+            ),
+            annotations=_write("Kimi: prompt"),
+            output_schema=schema(TaskResult),
+        )
+        async def kimi_prompt(
+            ctx: Context,
+            prompt: Annotated[str, Field(description="The prompt for Kimi", max_length=100_000)],
+            include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, TaskResult)
+            try:
+                if not prompt.strip():
+                    raise BadInput("prompt is empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                overview = workspace_overview(ws) if include_workspace_context else None
+                text = prompts.prompt_prompt(prompt, overview)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            return call.done(await call.run(text, read_only=False))
 
-async def _code_task(
-    ctx: Context,
-    settings: Settings,
-    task: str,
-    context_files: list[str],
-    work_dir: str | None,
-    constraints: str | None,
-) -> ToolResult | mcp_types.InputRequiredResult:
-    workspace = ""
-    try:
-        if not task.strip():
-            raise BadInput("task_description is empty")
-        roots = [] if work_dir else await client_roots(ctx)
-        if isinstance(roots, mcp_types.InputRequiredResult):
-            return roots  # ask the client for its roots; it calls again with the answer
-        path = resolve_workspace(work_dir, roots, settings.workspace)
-        workspace = str(path)
-        files = read_context_files(path, list(context_files), settings.max_context_bytes)
-        prompt = code_task_prompt(task, files, constraints)
-    except KimiMCPError as exc:
-        return to_tool_result(error_result(exc, workspace))
-    result = await run_with_progress(ctx, TaskRequest(prompt=prompt, workspace=path), settings)
-    return to_tool_result(result)
+    if "kimi_refactor" in enabled:
+
+        @mcp.tool(
+            name="kimi_refactor",
+            description=(
+                "Ask Kimi to refactor one file in place. Returns the original and refactored contents, a unified "
+                "diff, Kimi's explanation, and any other file that changed (reported, never hidden). With "
+                "safety_checks (default), Kimi is told to preserve behaviour and the public API."
+            ),
+            annotations=_write("Kimi: refactor a file"),
+            output_schema=schema(RefactorResult),
+        )
+        async def kimi_refactor(
+            ctx: Context,
+            file_path: Annotated[str, Field(description="File to refactor, relative to the workspace")],
+            refactor_instructions: Annotated[str, Field(description="What to change", max_length=50_000)],
+            safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, RefactorResult)
+            try:
+                if not refactor_instructions.strip():
+                    raise BadInput("refactor_instructions is empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                rel = safe_relative(ws, file_path)
+                original = call.files([rel], required=True)[0].text
+                text = prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            base = await call.run(text, read_only=False)
+            result, parsed = _structured(RefactorResult, base, answers.RefactorAnswer)
+            target = ws / rel
+            after = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
+            result.file_path = rel
+            result.original_content = original
+            result.refactored_content = after
+            result.diff = _diff(rel, original, after or "")
+            result.explanation = parsed.explanation if parsed else base.output
+            result.behavior_preserved = parsed.behavior_preserved if parsed else None
+            changed = {*base.files_created, *base.files_modified, *base.files_deleted}
+            result.other_files_changed = sorted(changed - {rel})
+            return call.done(result)
+
+    if "kimi_debug" in enabled:
+
+        @mcp.tool(
+            name="kimi_debug",
+            description=(
+                "Ask Kimi to find the root cause of an error and fix it. Returns the diagnosis, the solution, "
+                "and the code changes (with diffs of the relevant files), plus every changed file."
+            ),
+            annotations=_write("Kimi: debug and fix"),
+            output_schema=schema(DebugResult),
+        )
+        async def kimi_debug(
+            ctx: Context,
+            error_message: Annotated[str, Field(description="The error / failing output", max_length=50_000)],
+            relevant_files: Files = [],  # noqa: B006
+            context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, DebugResult)
+            try:
+                if not error_message.strip():
+                    raise BadInput("error_message is empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                files = call.files(relevant_files)
+                text = prompts.debug_prompt(error_message, files, context)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            base = await call.run(text, read_only=False)
+            result, parsed = _structured(DebugResult, base, answers.DebugAnswer)
+            originals = {f.path: f.text for f in files}
+            described = {c.path: c.description for c in parsed.code_changes} if parsed else {}
+            for path in [*base.files_modified, *base.files_created]:
+                after = (
+                    (ws / path).read_text(encoding="utf-8", errors="replace") if (ws / path).is_file() else ""
+                )
+                diff = _diff(path, originals[path], after) if path in originals else ""
+                result.code_changes.append(
+                    CodeChange(path=path, description=described.get(path, ""), diff=diff)
+                )
+            if parsed:
+                result.diagnosis, result.root_cause, result.solution = (
+                    parsed.diagnosis,
+                    parsed.root_cause,
+                    parsed.solution,
+                )
+            else:
+                result.diagnosis = base.output
+            return call.done(result)
+
+    if "kimi_analyze_code" in enabled:
+
+        @mcp.tool(
+            name="kimi_analyze_code",
+            description=(
+                "Read-only: ask Kimi to analyse files (general, security, performance, maintainability, testing "
+                "or architecture). Kimi cannot write files or run commands. Returns the analysis, suggestions "
+                "with file:line, and evidence of what Kimi read."
+            ),
+            annotations=_read("Kimi: analyse code"),
+            output_schema=schema(AnalysisResult),
+        )
+        async def kimi_analyze_code(
+            ctx: Context,
+            file_paths: Files,
+            analysis_focus: Annotated[str | None, Field(description="What to look at in particular")] = None,
+            role: Annotated[Role, Field(description="Reviewer perspective")] = "general",
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, AnalysisResult)
+            try:
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                text = prompts.analyze_prompt(call.files(file_paths, required=True), analysis_focus, role)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            base = await call.run(text, read_only=True)
+            result, parsed = _structured(AnalysisResult, base, answers.AnalysisAnswer)
+            result.role = role
+            result.analysis = parsed.analysis if parsed else base.output
+            result.suggestions = list(parsed.suggestions) if parsed else []
+            return call.done(result)
+
+    if "kimi_verify" in enabled:
+
+        @mcp.tool(
+            name="kimi_verify",
+            description=(
+                "Read-only: ask Kimi to check files against requirements. Returns a verdict (pass/fail/partial), "
+                "findings with file:line, and the unmet requirements. Kimi cannot write files or run commands."
+            ),
+            annotations=_read("Kimi: verify requirements"),
+            output_schema=schema(VerifyResult),
+        )
+        async def kimi_verify(
+            ctx: Context,
+            requirements: Annotated[
+                str | list[str], Field(description="Requirements to check (text or a list of items)")
+            ],
+            file_paths: Files,
+            prompt: Annotated[str | None, Field(description="Extra instructions for the check")] = None,
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, VerifyResult)
+            try:
+                items = [requirements] if isinstance(requirements, str) else list(requirements)
+                items = [item.strip() for item in items if item and item.strip()]
+                if not items:
+                    raise BadInput("requirements are empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                req_text = items[0] if len(items) == 1 else "\n".join(f"- {item}" for item in items)
+                text = prompts.verify_prompt(req_text, call.files(file_paths, required=True), prompt)
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            base = await call.run(text, read_only=True)
+            result, parsed = _structured(VerifyResult, base, answers.VerifyAnswer)
+            if parsed:
+                result.verdict = parsed.verdict
+                result.findings = list(parsed.findings)
+                result.unmet_requirements = list(parsed.unmet_requirements)
+            return call.done(result)
+
+    if "kimi_consult" in enabled:
+
+        @mcp.tool(
+            name="kimi_consult",
+            description=(
+                "Read-only: consult Kimi in a role — skeptic (proposal, goals, constraints, known_risks), "
+                "architect (requirements, alternatives), debugger (symptoms, repro, logs, tried) or judge "
+                "(options with pros/cons, criteria). Pass prior_exchange for follow-up rounds. Returns a "
+                "response, key risks, assumptions, alternatives, confidence and evidence."
+            ),
+            annotations=_read("Kimi: consult"),
+            output_schema=schema(ConsultResult),
+        )
+        async def kimi_consult(
+            ctx: Context,
+            role: Annotated[ConsultRole, Field(description="Kimi's role")],
+            message: Annotated[
+                str, Field(description="Your question or the matter to consult on", max_length=50_000)
+            ],
+            proposal: str | None = None,
+            goals: str | None = None,
+            constraints: str | None = None,
+            known_risks: str | None = None,
+            requirements: str | None = None,
+            alternatives: str | None = None,
+            symptoms: str | None = None,
+            repro: str | None = None,
+            logs: str | None = None,
+            tried: str | None = None,
+            options: list[JudgeOption] | None = None,
+            criteria: str | None = None,
+            file_paths: Files = [],  # noqa: B006
+            prior_exchange: Annotated[
+                list[ExchangeTurn] | None, Field(description="Earlier rounds of this consultation")
+            ] = None,
+            work_dir: WorkDir = None,
+        ) -> Reply:
+            call = _Call(ctx, settings, ConsultResult)
+            given = {
+                "proposal": proposal, "goals": goals, "constraints": constraints, "known_risks": known_risks,
+                "requirements": requirements, "alternatives": alternatives, "symptoms": symptoms,
+                "repro": repro, "logs": logs, "tried": tried, "criteria": criteria,
+                "options": [o.model_dump() for o in options] if options else None,
+            }  # fmt: skip
+            context: dict[str, object] = {k: v for k, v in given.items() if v}
+            try:
+                if not message.strip():
+                    raise BadInput("message is empty")
+                if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+                    return ws
+                files = call.files(file_paths)
+                if files:
+                    context["files"] = "\n".join(f'<file path="{f.path}">\n{f.text}\n</file>' for f in files)
+                history = [turn.model_dump() for turn in prior_exchange] if prior_exchange else None
+                try:
+                    text = prompts.consult_prompt(role, message, context, history)
+                except ValueError as exc:
+                    raise BadInput(str(exc)) from exc
+            except KimiMCPError as exc:
+                return call.fail(exc)
+            base = await call.run(text, read_only=True)
+            result, parsed = _structured(ConsultResult, base, answers.ConsultAnswer)
+            result.role = role
+            result.incomplete_trace = result.evidence.incomplete_trace
+            if parsed:
+                result.response = parsed.response
+                result.key_risks = list(parsed.key_risks)
+                result.assumptions = list(parsed.assumptions)
+                result.alternatives = list(parsed.alternatives)
+                result.confidence = parsed.confidence
+            else:
+                result.response = base.output
+            return call.done(result)
+
+    return [name for name in ALL_TOOLS if name in enabled]

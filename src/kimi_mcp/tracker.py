@@ -408,9 +408,9 @@ _NO_DIR = _Dir(0, 0, (0, 0), _EMPTY, _EMPTY, _EMPTY, None)
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
     """Walk the tree again and compare it with ``before`` (pass the options given to ``take_snapshot``).
 
-    On Linux with a CPU to spare (2+ CPUs, fewer tasks runnable right now than CPUs) and at least
-    ``PARALLEL_MIN_FILES`` tracked files, part of the tree is walked by a forked child process: it inherits
-    ``before``, walks, sends back its findings and ``_exit``s; if it fails, that part is walked in-process.
+    On Linux with 2+ usable CPUs and at least ``PARALLEL_MIN_FILES`` tracked files, part of the tree is
+    walked by a forked child process: it inherits ``before`` (whose flat arrays it only reads, so few pages
+    get copied), walks, sends back its findings and ``_exit``s; if it fails, that part is walked in-process.
     ``KIMI_MCP_TRACKER_FORK=0`` disables this.
     """
     walk = _DiffWalk(before, options)
@@ -644,17 +644,7 @@ def _parallel_ok(before: Snapshot) -> bool:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return cpus >= 2 and _runnable_tasks() < cpus
-
-
-def _runnable_tasks() -> int:
-    """Tasks running or runnable right now, including us (a helper only pays off on an idle CPU). The
-    1-minute load average would be misleading: Kimi itself was busy until a moment ago."""
-    try:
-        with open("/proc/loadavg", "rb") as fh:
-            return int(fh.read().split()[3].split(b"/")[0])
-    except (OSError, ValueError, IndexError):
-        return 1
+    return cpus >= 2
 
 
 def _weight(rel: str, dirs: dict[str, _Dir]) -> int:

@@ -127,3 +127,42 @@ def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> lis
             "within KIMI_MCP_MAX_CONTEXT_BYTES.",
         )
     return files
+
+
+def workspace_overview(workspace: Path, limit: int = 200) -> str:
+    """A short listing of the workspace's files (heavy and ignored directories skipped) for prompts."""
+    from ._ignore import DEFAULT_EXCLUDED_DIRS
+
+    try:
+        import pathspec
+
+        gitignore = workspace / ".gitignore"
+        spec = (
+            pathspec.GitIgnoreSpec.from_lines(
+                gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+            )
+            if gitignore.is_file()
+            else None
+        )
+    except (OSError, ValueError):
+        spec = None
+    files: list[str] = []
+    more = 0
+    for current, dirs, names in os.walk(workspace):
+        rel_dir = Path(os.path.relpath(current, workspace))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if d not in DEFAULT_EXCLUDED_DIRS
+            and not (spec and spec.match_file((rel_dir / d).as_posix() + "/"))
+        )
+        for name in sorted(names):
+            rel = (rel_dir / name).as_posix().removeprefix("./")
+            if spec and spec.match_file(rel):
+                continue
+            if len(files) < limit:
+                files.append(rel)
+            else:
+                more += 1
+    listing = "\n".join(files)
+    return listing + (f"\n… and {more} more files" if more else "")

@@ -103,11 +103,12 @@ def _chain_next_sitecustomize() -> None:
     here = os.path.dirname(os.path.realpath(__file__))
     rest = [p for p in sys.path if p and os.path.realpath(p) != here]
     from importlib.machinery import PathFinder  # already loaded by the import system: cheap
-    from importlib.util import module_from_spec
 
     spec = PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None:
         return
+    from importlib.util import module_from_spec
+
     module = module_from_spec(spec)
     globals()["chained"] = module
     try:

@@ -104,7 +104,8 @@ class Driver(ABC):
 
     # -- process -------------------------------------------------------------------------------------
     @abstractmethod
-    def argv(self) -> list[str]: ...
+    def argv(self, read_only: bool = False) -> list[str]:
+        """The command line; read-only sessions start in a mode where Kimi itself refuses edits."""
 
     @abstractmethod
     def environment(self, base: dict[str, str]) -> dict[str, str]:

@@ -50,8 +50,9 @@ class KimiCodeDriver(Driver):
     trust_key = "\r"
     logs_approvals = True
 
-    def argv(self) -> list[str]:
-        return [self.install.binary]
+    def argv(self, read_only: bool = False) -> list[str]:
+        # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)
+        return [self.install.binary, "--plan"] if read_only else [self.install.binary]
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)

@@ -46,8 +46,9 @@ class LegacyDriver(Driver):
     reject_key = "3"
     dismiss_question_key = "\x1b"
 
-    def argv(self) -> list[str]:
-        return [self.install.binary]
+    def argv(self, read_only: bool = False) -> list[str]:
+        # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)
+        return [self.install.binary, "--plan"] if read_only else [self.install.binary]
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)

@@ -1,0 +1,250 @@
+"""End-to-end benchmark: prints ratios measured in this one run (nothing is asserted).
+
+1. Tool-call wall time (fastmcp.Client → kimi-mcp → Kimi TUI) ÷ the same scripted task run directly by
+   Kimi's own non-interactive mode (`kimi --print -p` legacy, `kimi -p` Kimi Code). Target ≤ 1.10.
+2. Turn-end detection latency after the fake model's last chunk (session log), vs the screen-only
+   approach "idle screen + 0.5 s without output" measured on the same turns. Target ≤ 100 ms.
+3. On a generated workspace of --files files: the server's RSS while the "before" snapshot is held
+   (target ≤ 100 MB) and the tracker's critical path (turn end → change list, `timings.changes`) ÷
+   `git status --porcelain -uall` on the same tree (target ≤ 1.0).
+
+Usage: uv run python benchmarks/bench_e2e.py [--runs 3] [--files 100000] [--dialect legacy|kimi-code|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+import kimi_install  # noqa: E402
+from fake_moonshot import FakeMoonshot, Reply  # noqa: E402
+from fastmcp import Client  # noqa: E402
+from fastmcp.client.transports import StdioTransport  # noqa: E402
+
+from kimi_mcp._policy import ApprovalPolicy  # noqa: E402
+from kimi_mcp.drivers import make_driver, probe  # noqa: E402
+from kimi_mcp.drivers.base import ScreenState  # noqa: E402
+from kimi_mcp.session import KimiSession  # noqa: E402
+
+SERVER = str(Path(sys.executable).parent / "kimi-mcp")
+WRITE = {"legacy": "WriteFile", "kimi-code": "Write"}
+
+
+def dialect_env(dialect: str, fake: FakeMoonshot, home: Path) -> tuple[str, dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "MOONSHOT_"))}
+    env.update(HOME=str(home), FASTMCP_LOG_LEVEL="WARNING", PYTHONWARNINGS="ignore", NO_PROXY="127.0.0.1")
+    if dialect == "legacy":
+        binary = str(kimi_install.install_legacy())
+        env.update(KIMI_BASE_URL=fake.base_url, KIMI_API_KEY="sk-bench", KIMI_MODEL_NAME="kimi-k2-fake")
+    else:
+        kimi, node = kimi_install.install_kimi_code()
+        binary = str(kimi)
+        env["PATH"] = f"{node}{os.pathsep}{env['PATH']}"
+        env.update(
+            KIMI_MODEL_NAME="kimi-k2-fake", KIMI_MODEL_API_KEY="sk-bench", KIMI_MODEL_PROVIDER_TYPE="kimi",
+            KIMI_MODEL_BASE_URL=fake.base_url, KIMI_MODEL_CAPABILITIES="tool_use",
+            KIMI_CODE_BASE_URL=fake.base_url.replace("/v1", "/coding/v1"),
+        )  # fmt: skip
+    env["KIMI_MCP_KIMI_BIN"] = binary
+    env.update(KIMI_DISABLE_TELEMETRY="1", KIMI_CLI_NO_AUTO_UPDATE="1", KIMI_CODE_NO_AUTO_UPDATE="1")
+    return binary, env
+
+
+def script_task(fake: FakeMoonshot, dialect: str, i: int) -> None:
+    fake.script(
+        [
+            Reply.tool(WRITE[dialect], {"path": f"out{i}.txt", "content": f"run {i}\n"}),
+            Reply.text_reply("done"),
+        ]
+    )
+
+
+def bench_ratio(dialect: str, fake: FakeMoonshot, runs: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
+    work = Path(tempfile.mkdtemp(prefix="kbench-work-"))
+    binary, env = dialect_env(dialect, fake, home)
+    direct_cmd = [binary, "--print", "-p"] if dialect == "legacy" else [binary, "-p"]
+    # warm both paths once (first start compiles bytecode / fills caches)
+    for attempt in range(1):
+        script_task(fake, dialect, 1000 + attempt)
+        subprocess.run([*direct_cmd, "write the file"], cwd=work, env=env, capture_output=True, timeout=120)
+    direct = []
+    for i in range(runs):
+        script_task(fake, dialect, i)
+        start = time.perf_counter()
+        proc = subprocess.run(
+            [*direct_cmd, "write the file"], cwd=work, env=env, capture_output=True, timeout=120
+        )
+        direct.append(time.perf_counter() - start)
+        assert proc.returncode == 0, proc.stderr[-500:]
+
+    async def via_mcp() -> list[float]:
+        transport = StdioTransport(SERVER, [], env=env, cwd=str(work), keep_alive=False)
+        times = []
+        async with Client(transport, timeout=300) as client:
+            script_task(fake, dialect, 2000)
+            await client.call_tool("kimi_code_task", {"task_description": "write", "work_dir": str(work)})
+            for i in range(runs):
+                script_task(fake, dialect, 100 + i)
+                start = time.perf_counter()
+                result = await client.call_tool(
+                    "kimi_code_task", {"task_description": "write the file", "work_dir": str(work)}
+                )
+                times.append(time.perf_counter() - start)
+                assert result.structured_content["files_created"] == [f"out{100 + i}.txt"], (
+                    result.structured_content
+                )
+        return times
+
+    mcp = asyncio.run(via_mcp())
+    d, m = statistics.median(direct), statistics.median(mcp)
+    print(f"[{dialect}] direct non-interactive run: median {d:.2f}s  runs={[round(x, 2) for x in direct]}")
+    print(f"[{dialect}] kimi_code_task via MCP:      median {m:.2f}s  runs={[round(x, 2) for x in mcp]}")
+    print(f"[{dialect}] RATIO tool call / direct = {m / d:.3f}   (target <= 1.10)")
+
+
+def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
+    work = Path(tempfile.mkdtemp(prefix="kbench-work-"))
+    binary, env = dialect_env(dialect, fake, home)
+    ours, naive = [], []
+    for i in range(runs):
+        fake.script([Reply.text_reply(f"plain answer {i}")])
+        session = KimiSession(
+            make_driver(probe(binary, env)), work, env=env, policy=ApprovalPolicy(work, read_only=False),
+            deadline=time.monotonic() + 120,
+        )  # fmt: skip
+        try:
+            session.start()
+            trace = session.run_turn(f"say something {i}")
+            ours.append(trace.ended_at - fake.last_chunk_at)
+            # the screen-only approach on the same turn: idle screen and 0.5 s without output
+            while True:
+                session._pump(0.01)
+                idle = session.driver.classify(session.screen.lines) == ScreenState.READY
+                if idle and time.monotonic() - session._last_activity >= 0.5:
+                    naive.append(time.perf_counter() - fake.last_chunk_at)
+                    break
+        finally:
+            session.close()
+    o, n = statistics.median(ours), statistics.median(naive)
+    print(
+        f"[{dialect}] turn end after last chunk: session log median {o * 1000:.0f} ms "
+        f"(runs {[round(x * 1000) for x in ours]} ms); screen idle + 0.5 s median {n * 1000:.0f} ms"
+    )
+    print(f"[{dialect}] RATIO detection / screen-idle-0.5s = {o / n:.3f}; absolute target <= 100 ms")
+
+
+def make_tree(root: Path, files: int) -> None:
+    per_dir = 100
+    for i in range(files):
+        d = root / f"pkg{i // (per_dir * 50):03d}" / f"mod{(i // per_dir) % 50:03d}"
+        if i % per_dir == 0:
+            d.mkdir(parents=True, exist_ok=True)
+        (d / f"f{i}.py").write_text(f"# file {i}\nVALUE = {i}\n")
+    (root / ".gitignore").write_text("*.log\nbuild/\n")
+
+
+def bench_big_tree(dialect: str, fake: FakeMoonshot, files: int) -> None:
+    home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
+    work = Path(tempfile.mkdtemp(prefix="kbench-tree-"))
+    print(f"[{dialect}] generating {files} files ...", flush=True)
+    make_tree(work, files)
+    git = ["git", "-c", "user.email=b@b", "-c", "user.name=b"]
+    subprocess.run([*git, "init", "-q"], cwd=work, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=work, check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], cwd=work, check=True)
+    subprocess.run(["git", "status", "--porcelain"], cwd=work, capture_output=True, check=True)
+    _, env = dialect_env(dialect, fake, home)
+    # 100 changes made by Kimi's shell: 40 created, 40 modified, 20 deleted
+    command = (
+        "mkdir -p newpkg && for i in $(seq 1 40); do echo new $i > newpkg/n$i.py; done; "
+        "for f in $(ls pkg000/mod000/*.py | head -40); do echo '# edited' >> $f; done; "
+        "rm $(ls pkg000/mod001/*.py | head -20)"
+    )
+    shell = "Shell" if dialect == "legacy" else "Bash"
+    fake.script(
+        [Reply.tool(shell, {"command": command}), Reply.text_reply("changed 100 files", token_delay=0.5)]
+    )
+    peak = {"rss": 0}
+    stop = threading.Event()
+
+    def sample(pid: int) -> None:
+        proc = psutil.Process(pid)
+        while not stop.is_set():
+            try:
+                peak["rss"] = max(peak["rss"], proc.memory_info().rss)
+            except psutil.Error:
+                return
+            time.sleep(0.05)
+
+    async def run() -> dict:
+        transport = StdioTransport(SERVER, [], env=env, cwd=str(work), keep_alive=False)
+        async with Client(transport, timeout=600) as client:
+            server_pid = next(
+                p.pid
+                for p in psutil.Process().children(recursive=True)
+                if "kimi-mcp" in " ".join(p.cmdline()[:2])
+            )
+            idle_rss = psutil.Process(server_pid).memory_info().rss
+            thread = threading.Thread(target=sample, args=(server_pid,), daemon=True)
+            thread.start()
+            result = await client.call_tool(
+                "kimi_code_task", {"task_description": "change", "work_dir": str(work)}
+            )
+            stop.set()
+            data = result.structured_content
+            data["_idle_rss"] = idle_rss
+            return data
+
+    data = asyncio.run(run())
+    changed = len(data["files_created"]) + len(data["files_modified"]) + len(data["files_deleted"])
+    git_times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=work, capture_output=True, check=True)
+        git_times.append(time.perf_counter() - start)
+    g = statistics.median(git_times)
+    c = data["timings"]["changes"]
+    print(f"[{dialect}] changes found: {changed} (expected 100); timings {data['timings']}")
+    print(
+        f"[{dialect}] server RSS idle {data['_idle_rss'] / 2**20:.0f} MB, peak during task "
+        f"{peak['rss'] / 2**20:.0f} MB   (target <= 100 MB)"
+    )
+    print(
+        f"[{dialect}] tracker critical path {c * 1000:.0f} ms vs git status -uall {g * 1000:.0f} ms: "
+        f"RATIO = {c / g:.2f}   (target <= 1.0)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--dialect", choices=["legacy", "kimi-code", "both"], default="both")
+    parser.add_argument("--skip-tree", action="store_true")
+    args = parser.parse_args()
+    dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
+    with FakeMoonshot() as fake:
+        for dialect in dialects:
+            bench_ratio(dialect, fake, args.runs)
+            bench_latency(dialect, fake, args.runs)
+        if not args.skip_tree:
+            bench_big_tree(dialects[0], fake, args.files)
+
+
+if __name__ == "__main__":
+    main()

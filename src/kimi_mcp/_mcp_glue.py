@@ -1,0 +1,129 @@
+"""MCP plumbing shared by the tools: client roots (both protocol eras), progress while a task runs,
+cancellation turned into a clean Kimi shutdown, and results as structured content + JSON text."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import warnings
+from collections import deque
+
+import anyio
+import mcp_types
+from fastmcp import Context
+from fastmcp.tools.base import ToolResult
+
+from ._budget import fit_to_budget
+from ._logging import get_logger
+from .config import Settings
+from .errors import KimiMCPError
+from .models import ErrorInfo, TaskResult
+from .runner import TaskRequest, run_task
+from .workspace import roots_to_paths
+
+log = get_logger("tools")
+
+HEARTBEAT_S = 5.0
+ROOTS_KEY = "kimi_mcp_roots"
+
+
+def _root_paths(listed: object) -> list[str]:
+    roots = getattr(listed, "roots", None)
+    if roots is None and isinstance(listed, dict):
+        roots = listed.get("roots")
+    uris = []
+    for root in roots or []:
+        uri = getattr(root, "uri", None) or (root.get("uri") if isinstance(root, dict) else None)
+        if uri:
+            uris.append(str(uri))
+    return roots_to_paths(uris)
+
+
+async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResult:
+    """The client's ``file://`` roots, or [] when it has none.
+
+    Handshake-era clients are asked with ``roots/list``. On the 2026-07-28 protocol there is no
+    back-channel: the first round returns an ``InputRequiredResult`` asking for the roots, and the
+    client retries the call with the answer in ``input_responses``.
+    """
+    try:
+        responses = ctx.input_responses
+        if responses and ROOTS_KEY in responses:
+            return _root_paths(responses[ROOTS_KEY])
+        session = ctx.session
+        caps = getattr(session, "client_capabilities", None)
+        if caps is None or getattr(caps, "roots", None) is None:
+            return []
+        if getattr(ctx, "_is_modern_protocol", lambda: False)():
+            return mcp_types.InputRequiredResult(
+                input_requests={ROOTS_KEY: mcp_types.ListRootsRequest(method="roots/list")}
+            )
+        with warnings.catch_warnings(), anyio.fail_after(3):
+            warnings.simplefilter("ignore")
+            listed = await session.list_roots()
+        return _root_paths(listed)
+    except Exception as exc:  # roots are optional: any failure means "no roots"
+        log.debug("no client roots: %s", exc)
+        return []
+
+
+def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] = TaskResult) -> TaskResult:
+    return cls(success=False, workspace=workspace, error=ErrorInfo.from_exception(exc))
+
+
+def to_tool_result(result: TaskResult, settings: Settings) -> ToolResult:
+    result = fit_to_budget(result, settings.max_result_chars)
+    payload = result.model_dump(mode="json")
+    return ToolResult(
+        content=json.dumps(payload, ensure_ascii=False),
+        structured_content=payload,
+        is_error=not result.success,
+    )
+
+
+async def run_with_progress(ctx: Context, request: TaskRequest, settings: Settings) -> TaskResult:
+    """Run the blocking task in a thread; relay progress; turn cancellation into a clean Kimi shutdown."""
+    cancel = threading.Event()
+    done = threading.Event()
+    messages: deque[str] = deque(maxlen=50)
+    started = time.monotonic()
+
+    def work() -> TaskResult:
+        try:
+            return run_task(request, settings, on_progress=messages.append, cancel=cancel)
+        finally:
+            done.set()
+
+    async def heartbeat() -> None:
+        last_message = "starting"
+        last_sent = 0.0
+        while True:
+            await anyio.sleep(0.25)
+            fresh = False
+            while messages:
+                last_message, fresh = messages.popleft(), True
+            now = time.monotonic()
+            if fresh or now - last_sent >= HEARTBEAT_S:
+                elapsed = now - started
+                text = f"{last_message} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
+                try:
+                    await ctx.report_progress(
+                        progress=round(elapsed, 1), total=settings.timeout, message=text
+                    )
+                except Exception as exc:
+                    log.debug("progress not sent: %s", exc)
+                last_sent = now
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(heartbeat)
+            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            group.cancel_scope.cancel()
+        return result
+    except BaseException:
+        if not done.is_set():
+            cancel.set()  # the session interrupts Kimi and cleans up; wait for that before returning
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(done.wait)
+        raise
