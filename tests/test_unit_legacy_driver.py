@@ -248,7 +248,7 @@ def test_parse_wire_metadata_is_ignored(driver: LegacyDriver) -> None:
 
 
 def test_parse_wire_turn_begin_and_step(driver: LegacyDriver) -> None:
-    assert driver.parse_wire_line(WIRE[1]) == [WireEvent("turn_begin")]
+    assert driver.parse_wire_line(WIRE[1]) == [WireEvent("turn_begin", text="please write hello")]
     assert driver.parse_wire_line(WIRE[2]) == [WireEvent("step")]
 
 
@@ -405,10 +405,14 @@ def test_submit_multi_line_uses_bracketed_paste(driver: LegacyDriver) -> None:
 
 
 def test_exit_and_keys(driver: LegacyDriver) -> None:
-    assert driver.exit_sequence() == [("/exit\r", 0.0)]
-    assert driver.exit_retry_sequence() == [("\x04", 0.0)]
+    assert driver.exit_sequence()[0][0] == "\x04"  # Ctrl-D on the empty prompt; no completion-menu race
+    retry = "".join(keys for keys, _ in driver.exit_retry_sequence())
+    assert retry.startswith("\x15") and "/exit" in retry and retry.endswith("\r")
     assert (driver.approve_key, driver.reject_key) == ("1", "3")
+    feedback = driver.reject_with_feedback("read-only\ntask")
+    assert feedback[0][0] == "4" and feedback[1][0] == "read-only task" and feedback[-1][0] == "\r"
     assert driver.argv() == ["/usr/local/bin/kimi"]
+    assert driver.argv(read_only=True) == ["/usr/local/bin/kimi", "--plan"]
 
 
 def test_environment_keeps_base_and_disables_telemetry(driver: LegacyDriver) -> None:

@@ -13,6 +13,11 @@ a leaf certificate signed by that CA, and relays the plaintext to the suite's pl
         ...  # spawn node / kimi with env
         assert "api.moonshot.cn:443" in proxy.connects
 
+Once a proxy is in the environment, every HTTPS request of the child goes through it, so nothing leaves the
+machine: Kimi Code 2.1 also CONNECTs to ``code.kimi.com:443`` (its CDN, 3x at startup) - those land in
+``proxy.refused`` with a 403 and Kimi carries on. ``127.0.0.1``/``localhost`` bypass the proxy (NO_PROXY),
+so ``KIMI_CODE_BASE_URL``/``KIMI_MODEL_BASE_URL`` pointing at the fake keep working alongside.
+
 Run directly for a manual session: ``python tests/tls_proxy.py --upstream-port 8765 --dir /tmp/tls``.
 """
 

@@ -46,3 +46,12 @@ class ApprovalPolicy:
         if kind == "shell":
             return (True, "shell command in the workspace") if self.allow_shell else (False, "shell disabled")
         return True, "tool allowed in write tasks"
+
+    def feedback(self, reason: str) -> str:
+        """What the model is told when one of its actions is rejected."""
+        if self.read_only:
+            return (
+                "Rejected by kimi-mcp: this is a read-only task. Do not create, modify or delete files and do not "
+                "run commands. Continue with reading and searching only, then give your answer."
+            )
+        return f"Rejected by kimi-mcp: {reason}. Continue without this action."

@@ -195,6 +195,9 @@ class KimiSession:
         self._last_activity = time.monotonic()
         self._wire: _WireTail | None = None
         self._known_procs: list = []
+        self._prompt: str | None = None
+        self._last_wire_search = 0.0
+        self._spawned_at_wall = time.time()
         self._login = login
         self._logged_in_here = False
         self.model_from_login: str | None = None
@@ -209,6 +212,7 @@ class KimiSession:
         argv = self.driver.argv(read_only=self.policy.read_only)
         log.info("spawning %s in %s", " ".join(argv), self.workspace)
         started = time.monotonic()
+        self._spawned_at_wall = time.time()
         try:
             self._child = pexpect.spawn(
                 argv[0],
@@ -317,6 +321,7 @@ class KimiSession:
             raise SessionError(f"cannot submit a prompt in state {self.state.value}")
         self.state = State.PROMPTING
         self.trace = TurnTrace()
+        self._prompt = prompt
         mark = self.screen.total_chars
         self._submit(prompt)
         submitted = time.monotonic()
@@ -538,12 +543,44 @@ class KimiSession:
         if self._wire is None:
             path = self.driver.wire_log(self.env, self.workspace, self.session_id)
             if path is None:
+                path = self._find_wire_by_prompt()
+            if path is None:
                 return
             log.debug("session log: %s", path)
             self._wire = _WireTail(path)
         for line in self._wire.poll():
             for event in self.driver.parse_wire_line(line):
                 self._apply(event)
+
+    def _find_wire_by_prompt(self) -> Path | None:
+        """Our session log when the screen never showed the session id (e.g. it scrolled away).
+
+        Candidates are logs written since we spawned Kimi; ours is the one whose first prompt is ours,
+        which stays unambiguous when several sessions run in the same workspace.
+        """
+        now = time.monotonic()
+        if self._prompt is None or now - self._last_wire_search < 0.2:
+            return None
+        self._last_wire_search = now
+        wanted = self._prompt.strip()[:200]
+        for path in self.driver.wire_logs(self.env):
+            try:
+                if path.stat().st_mtime < self._spawned_at_wall - 2:
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    for _, line in zip(range(400), handle, strict=False):
+                        if '"turn' not in line and "TurnBegin" not in line:
+                            continue
+                        events = self.driver.parse_wire_line(line)
+                        begin = next((e for e in events if e.kind == "turn_begin"), None)
+                        if begin is not None:
+                            if begin.text.strip()[:200] == wanted:
+                                self.session_id = self.driver.session_id_of(path)
+                                return path
+                            break
+            except OSError:
+                continue
+        return None
 
     def _apply(self, event: WireEvent) -> None:
         trace = self.trace
@@ -602,9 +639,9 @@ class KimiSession:
         key_id = call.call_id if call else "?"
         if key_id in answered:
             key, sent_at, tries = answered[key_id]
-            if now - sent_at < 1.5 or tries >= 3:
+            if now - sent_at < 2.0 or tries >= 3:
                 return  # wait for the panel to go away before looking again
-            self._send(key)
+            self._send(key)  # the panel is still there: answer again with a single key
             answered[key_id] = (key, now, tries + 1)
             return
         if call is None:
@@ -619,9 +656,16 @@ class KimiSession:
             targets = self.driver.edit_targets(call.name, args if isinstance(args, dict) else {})
             approve, reason = self.policy.decide(kind, targets)
             call.approval = "approved" if approve else "rejected"
-        key = self.driver.approve_key if approve else self.driver.reject_key
-        self._send(key)
-        answered[key_id] = (key, now, 1)
+        if approve:
+            key = self.driver.approve_key
+            self._send(key)
+        else:
+            key = self.driver.reject_key  # fallback if the feedback input did not take
+            for keys, pause in self.driver.reject_with_feedback(self.policy.feedback(reason)):
+                self._send(keys)
+                if pause:
+                    self._sleep_pumping(pause)
+        answered[key_id] = (key, time.monotonic(), 1)
         verb = "approved" if approve else "rejected"
         name = call.name if call else "unknown tool"
         self._progress(f"{verb} {name}: {reason}")

@@ -125,6 +125,10 @@ class Driver(ABC):
         """The tool name an approval panel on screen asks about, if the dialect shows it."""
         return None
 
+    @abstractmethod
+    def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
+        """Keys that reject the approval on screen and tell the model why (so the turn goes on)."""
+
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
         """Second way out when the first exit sequence was not obeyed."""
         return self.exit_sequence()
@@ -159,7 +163,16 @@ class Driver(ABC):
         """The session's wire.jsonl if it exists yet."""
 
     @abstractmethod
-    def parse_wire_line(self, line: str) -> list[WireEvent]: ...
+    def wire_logs(self, env: dict[str, str]) -> list[Path]:
+        """Every session log this Kimi home holds (to find ours when the screen never showed its id)."""
+
+    @abstractmethod
+    def session_id_of(self, wire_log: Path) -> str:
+        """The session id a session log belongs to."""
+
+    @abstractmethod
+    def parse_wire_line(self, line: str) -> list[WireEvent]:
+        """Normalized events of one log line; ``turn_begin`` events carry the prompt text."""
 
     @abstractmethod
     def tool_kind(self, name: str) -> ToolKind: ...

@@ -87,6 +87,10 @@ class KimiCodeDriver(Driver):
     def exit_sequence(self) -> list[tuple[str, float]]:
         return [("/exit", 0.15), ("\r", 0.0)]
 
+    def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
+        # "4. Reject with feedback" then type the reason (as a paste) and submit
+        return [("4", 0.4), ("\x1b[200~" + message.replace("\n", " ") + "\x1b[201~", 0.2), ("\r", 0.0)]
+
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
         return [("\x03", 0.3), ("\x03", 0.0)]  # Ctrl-C twice exits
 
@@ -154,6 +158,12 @@ class KimiCodeDriver(Driver):
             return candidate
         return None
 
+    def wire_logs(self, env: dict[str, str]) -> list[Path]:
+        return list((self.home_dir(env) / "sessions").glob("*/*/agents/main/wire.jsonl"))
+
+    def session_id_of(self, wire_log: Path) -> str:
+        return wire_log.parents[2].name
+
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         try:
             record = json.loads(line)
@@ -163,7 +173,9 @@ class KimiCodeDriver(Driver):
             return []
         kind = record.get("type")
         if kind == "turn.prompt":
-            return [WireEvent("turn_begin")]
+            parts = record.get("input") or []
+            text = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+            return [WireEvent("turn_begin", text=text)]
         if kind == "turn.ended":
             return [WireEvent("turn_end", extra={"reason": record.get("reason")})]
         if kind == "usage.record":

@@ -91,10 +91,15 @@ class LegacyDriver(Driver):
         return [(text + "\r", 0.0)]
 
     def exit_sequence(self) -> list[tuple[str, float]]:
-        return [("/exit\r", 0.0)]
+        # Ctrl-D on the empty prompt exits; "/exit\r" can race the slash-command completion menu.
+        return [("\x04", 0.0)]
 
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
-        return [("\x04", 0.0)]  # Ctrl-D at an idle prompt exits too
+        return [("\x15", 0.1), ("/exit", 0.4), ("\r", 0.2), ("\r", 0.0)]  # clear line, /exit, submit
+
+    def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
+        # "[4] Reject, tell the model what to do instead" opens a one-line input (a plain reject ends the turn)
+        return [("4", 0.4), (message.replace("\n", " "), 0.1), ("\r", 0.0)]
 
     def echo_seen(self, text: str, prompt: str) -> bool:
         first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
@@ -169,6 +174,12 @@ class LegacyDriver(Driver):
             return candidate
         return None
 
+    def wire_logs(self, env: dict[str, str]) -> list[Path]:
+        return list((self._share_dir(env) / "sessions").glob("*/*/wire.jsonl"))
+
+    def session_id_of(self, wire_log: Path) -> str:
+        return wire_log.parent.name
+
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         try:
             record = json.loads(line)
@@ -180,7 +191,13 @@ class LegacyDriver(Driver):
         kind = message.get("type")
         payload = message.get("payload") or {}
         if kind == "TurnBegin":
-            return [WireEvent("turn_begin")]
+            parts = payload.get("user_input") or []
+            text = (
+                parts
+                if isinstance(parts, str)
+                else "".join(p.get("text", "") for p in parts if isinstance(p, dict))
+            )
+            return [WireEvent("turn_begin", text=text)]
         if kind == "StepBegin":
             return [WireEvent("step")]
         if kind == "ContentPart":
