@@ -700,3 +700,20 @@ def test_very_deep_tree(tmp_path: Path) -> None:
             for child in level.glob("*.*"):
                 child.unlink()
             level.rmdir()
+
+
+def test_hung_fork_child_is_killed_and_reaped() -> None:
+    """A walker child that never answers must not hang diff(): it is killed and its part re-walked."""
+    import os
+    import time as _time
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.close(read_fd)
+        _time.sleep(60)
+        os._exit(0)
+    os.close(write_fd)
+    assert tracker._join_child((pid, read_fd), timeout=0.5) is None  # (a hang would trip pytest-timeout)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped by _join_child

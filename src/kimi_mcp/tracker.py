@@ -24,6 +24,8 @@ import contextlib
 import gc
 import marshal
 import os
+import select
+import signal
 import stat as stat_mod
 import sys
 import time
@@ -713,12 +715,27 @@ def _quiet_fork_warning() -> Iterator[None]:
         yield
 
 
-def _join_child(child: tuple[int, int]) -> tuple[list[str], ...] | None:
-    """The child's findings, or None if it failed (the caller then walks its part itself)."""
+CHILD_TIMEOUT_S = 60.0
+"""The forked walker must finish within this; otherwise it is killed and the parent walks its part."""
+
+
+def _join_child(child: tuple[int, int], timeout: float = CHILD_TIMEOUT_S) -> tuple[list[str], ...] | None:
+    """The child's findings, or None if it failed or hung (the caller then walks its part itself)."""
     pid, read_fd = child
     chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
     try:
-        while chunk := os.read(read_fd, _CHUNK):
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([read_fd], [], [], max(0.0, left))
+            if not ready:  # hung (e.g. a lock inherited across fork): never let diff() hang
+                chunks = []
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_fd, _CHUNK)
+            if not chunk:
+                break
             chunks.append(chunk)
     except OSError:
         chunks = []
