@@ -315,7 +315,11 @@ class TLSProxy:
                     self.refused.append(target)
                 client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=_IO_TIMEOUT)
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=_IO_TIMEOUT)
+            except OSError:  # like a real proxy: the tunnel cannot be opened
+                client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                raise
             with self._lock:
                 self._sockets.add(upstream)
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
