@@ -407,7 +407,8 @@ def test_submit_multi_line_uses_bracketed_paste(driver: LegacyDriver) -> None:
 def test_exit_and_keys(driver: LegacyDriver) -> None:
     assert driver.exit_sequence()[0][0] == "\x04"  # Ctrl-D on the empty prompt; no completion-menu race
     retry = "".join(keys for keys, _ in driver.exit_retry_sequence())
-    assert retry.startswith("\x15") and "/exit" in retry and retry.endswith("\r")
+    assert retry.startswith("/exit") and retry.endswith("\r")
+    assert set("".join(keys for keys, _ in driver.clear_input_sequence())) == {"\x7f"}
     assert (driver.approve_key, driver.reject_key) == ("1", "3")
     feedback = driver.reject_with_feedback("read-only\ntask")
     assert feedback[0][0] == "4" and feedback[1][0] == "read-only task" and feedback[-1][0] == "\r"

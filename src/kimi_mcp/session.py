@@ -403,11 +403,12 @@ class KimiSession:
             if child.isalive() and not self._eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(2.0)
+                clear = self.driver.clear_input_sequence()  # stray text on the prompt blocks the exit keys
                 for attempt, sequence in enumerate(
                     (
                         self.driver.exit_sequence(),
-                        self.driver.exit_sequence(),
-                        self.driver.exit_retry_sequence(),
+                        clear + self.driver.exit_sequence(),
+                        clear + self.driver.exit_retry_sequence(),
                     )
                 ):
                     idle = self._wait_idle(3.0 if attempt == 0 else 1.5)
@@ -636,12 +637,14 @@ class KimiSession:
             return  # the panel we just answered is still on screen
         if call is None and now - seen_at < 1.5:
             return  # the session log normally shows the call first; give it a moment
-        key_id = call.call_id if call else "?"
+        key_id = call.call_id if call else "?" + (self.driver.approval_tool(self.screen.lines) or "")
         if key_id in answered:
             key, sent_at, tries = answered[key_id]
             if now - sent_at < 2.0 or tries >= 3:
                 return  # wait for the panel to go away before looking again
-            self._send(key)  # the panel is still there: answer again with a single key
+            if call is not None and self.driver.approval_tool(self.screen.lines) not in (None, call.name):
+                return  # another call's panel: it gets its own answer
+            self._send(key)  # the same panel is still there: the key was lost, press it again
             answered[key_id] = (key, now, tries + 1)
             return
         if call is None:

@@ -133,6 +133,10 @@ class Driver(ABC):
         """Second way out when the first exit sequence was not obeyed."""
         return self.exit_sequence()
 
+    def clear_input_sequence(self) -> list[tuple[str, float]]:
+        """Empty the input line (stray text there blocks the exit keys); harmless when it is empty."""
+        return [("\x7f" * 256, 0.2)]
+
     @abstractmethod
     def submit_sequence(self, text: str) -> list[tuple[str, float]]:
         """Keystrokes (with pauses after each, seconds) that type and submit ``text``."""

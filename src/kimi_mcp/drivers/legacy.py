@@ -75,7 +75,9 @@ class LegacyDriver(Driver):
         return ScreenState.READY
 
     def approval_tool(self, lines: list[str]) -> str | None:
-        for line in lines:
+        """The tool named by the live panel: the first "X is requesting approval" after its border."""
+        start = max((i for i, line in enumerate(lines) if "╭─ approval" in line), default=0)
+        for line in lines[start:]:
             if match := _APPROVAL_TOOL.search(line):
                 return match.group(1)
         return None
@@ -95,7 +97,7 @@ class LegacyDriver(Driver):
         return [("\x04", 0.0)]
 
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
-        return [("\x15", 0.1), ("/exit", 0.4), ("\r", 0.2), ("\r", 0.0)]  # clear line, /exit, submit
+        return [("/exit", 0.4), ("\r", 0.2), ("\r", 0.0)]
 
     def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
         # "[4] Reject, tell the model what to do instead" opens a one-line input (a plain reject ends the turn)
