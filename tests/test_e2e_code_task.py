@@ -211,7 +211,7 @@ def test_api_401_is_an_auth_error(kimi: KimiUnderTest, fake: FakeMoonshot, works
 def test_timeout_kills_the_process_group_and_reports_partial_work(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):
-    kimi.env["KIMI_MCP_TIMEOUT"] = "25"
+    kimi.env["KIMI_MCP_TIMEOUT"] = "18"
     fake.script(
         [
             Reply.tool(*kimi.write("partial.txt", "written before the stall\n")),

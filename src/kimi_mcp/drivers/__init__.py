@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -49,8 +50,46 @@ def find_binary(configured: str | None, env: dict[str, str]) -> str:
     return found
 
 
+def installed_version(binary: str) -> tuple[str, str] | None:
+    """(version, dialect) read from the installed package's metadata, without running anything.
+
+    Kimi Code: the ``package.json`` of ``@moonshot-ai/kimi-code`` next to the resolved ``main.mjs``.
+    kimi-cli: the ``kimi_cli-<version>.dist-info`` in the site-packages of the interpreter named by the
+    script's shebang. None when the layout is not recognised (then ``kimi --version`` is asked).
+    """
+    real = Path(os.path.realpath(binary))
+    for folder in list(real.parents)[:4]:
+        package = folder / "package.json"
+        if package.is_file():
+            try:
+                meta = json.loads(package.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            if meta.get("name") == "@moonshot-ai/kimi-code" and isinstance(meta.get("version"), str):
+                return meta["version"], "kimi-code"
+            return None
+    try:
+        with open(real, "rb") as handle:
+            first = handle.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    interpreter = Path(first[2:].decode("utf-8", "replace").strip().split()[0])
+    if "python" not in interpreter.name:
+        return None
+    for dist in interpreter.parent.parent.glob("lib/python3*/site-packages/kimi_cli-*.dist-info"):
+        version = dist.name.removeprefix("kimi_cli-").removesuffix(".dist-info")
+        if _VERSION.fullmatch(version):
+            return version, "legacy"
+    return None
+
+
 def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall:
-    """Run ``kimi --version`` (and only that: the 1.51+ stub runs an installer when started bare)."""
+    """Which Kimi this is: from the package metadata when possible, else ``kimi --version``.
+
+    Nothing else is ever run here: the 1.51+ stub starts a ``curl | bash`` installer when run bare.
+    """
     try:
         stat = os.stat(binary)
     except OSError as exc:
@@ -59,6 +98,14 @@ def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall
     with _cache_lock:
         if key in _cache:
             return _cache[key]
+    static = installed_version(binary)
+    if static is not None:
+        version, dialect = static
+        output = f"kimi, version {version}" if dialect == "legacy" else version
+        install = _classify(binary, output, 0, forced)
+        with _cache_lock:
+            _cache[key] = install
+        return install
     try:
         proc = subprocess.run(
             [binary, "--version"],
@@ -104,8 +151,13 @@ def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiIns
     detected = "kimi-code" if major >= 2 else "legacy"
     if detected == "legacy" and (major, minor) > (1, 50):
         raise InstallError(
-            f"kimi-cli {match.group(0)} is not supported (the last working legacy release is 1.50.0)",
+            f"{binary} is kimi-cli {match.group(0)}, the deprecated stub (the last working legacy release "
+            "is 1.50.0); it cannot run tasks",
             details={"kimi_bin": binary, "version": match.group(0)},
+            suggestion=(
+                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
+                f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
+            ),
         )
     dialect = detected if forced == "auto" else forced
     return KimiInstall(binary=binary, version=match.group(0), dialect=dialect)  # type: ignore[arg-type]

@@ -1,0 +1,74 @@
+"""Version detection from installed package metadata (nothing is executed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kimi_mcp.drivers import installed_version, probe
+from kimi_mcp.errors import InstallError
+
+
+def fake_kimi_code(root: Path, version: str, name: str = "@moonshot-ai/kimi-code") -> Path:
+    package = root / "node_modules" / "@moonshot-ai" / "kimi-code"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"name": name, "version": version}))
+    main = package / "dist" / "main.mjs"
+    main.write_text("#!/usr/bin/env node\nrequire('fs').writeFileSync('RAN', 'x')\n")
+    main.chmod(0o755)
+    (root / "node_modules" / ".bin").mkdir()
+    link = root / "node_modules" / ".bin" / "kimi"
+    link.symlink_to(main)
+    return link
+
+
+def fake_kimi_cli(root: Path, version: str) -> Path:
+    venv = root / "tools" / "kimi-cli"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    (venv / "lib" / "python3.13" / "site-packages" / f"kimi_cli-{version}.dist-info").mkdir(parents=True)
+    script = root / "bin" / "kimi"
+    script.parent.mkdir()
+    script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys; open('RAN', 'w')\n")
+    script.chmod(0o755)
+    return script
+
+
+def test_kimi_code_version_from_package_json(tmp_path: Path) -> None:
+    assert installed_version(str(fake_kimi_code(tmp_path, "2.1.0"))) == ("2.1.0", "kimi-code")
+
+
+def test_other_npm_package_is_not_taken_for_kimi_code(tmp_path: Path) -> None:
+    assert installed_version(str(fake_kimi_code(tmp_path, "9.9.9", name="some-other-kimi"))) is None
+
+
+def test_legacy_version_from_dist_info(tmp_path: Path) -> None:
+    assert installed_version(str(fake_kimi_cli(tmp_path, "1.50.0"))) == ("1.50.0", "legacy")
+
+
+def test_probe_uses_metadata_and_runs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    install = probe(str(fake_kimi_cli(tmp_path, "1.50.0")), {"PATH": "/usr/bin:/bin"})
+    assert (install.version, install.dialect) == ("1.50.0", "legacy")
+    install = probe(str(fake_kimi_code(tmp_path / "kc", "2.1.0")), {"PATH": "/usr/bin:/bin"})
+    assert (install.version, install.dialect) == ("2.1.0", "kimi-code")
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_stub_version_from_metadata_is_refused_with_remedies(tmp_path: Path) -> None:
+    with pytest.raises(InstallError) as caught:
+        probe(str(fake_kimi_cli(tmp_path, "1.52.0")), {"PATH": "/usr/bin:/bin"})
+    assert "stub" in caught.value.message
+    assert (
+        "kimi-cli==1.50.0" in caught.value.suggestion and "@moonshot-ai/kimi-code" in caught.value.suggestion
+    )
+
+
+def test_unrecognised_layout_falls_back_to_version_flag(tmp_path: Path) -> None:
+    script = tmp_path / "kimi"
+    script.write_text("#!/bin/sh\necho 'kimi, version 1.50.0'\n")
+    script.chmod(0o755)
+    assert installed_version(str(script)) is None
+    assert probe(str(script), {"PATH": "/usr/bin:/bin"}).version == "1.50.0"
