@@ -359,3 +359,22 @@ def test_stdout_carries_only_json_rpc(
     final = [p for p in parsed if p.get("id") == 2][0]
     assert final["result"]["structuredContent"]["files_created"] == ["x.txt"]
     assert "kimi ready" in stderr  # logs went to stderr
+
+
+def test_same_prompt_twice_reads_its_own_session_log(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Two identical prompts in the same Kimi home: each call must follow its own session, not the last one."""
+
+    async def body(client):
+        results = []
+        for name in ("first.txt", "second.txt"):
+            fake.script([Reply.tool(*kimi.write(name, name + "\n")), Reply.text_reply(f"wrote {name}")])
+            args = {"task_description": "write the file", "work_dir": str(workspace)}
+            results.append((await client.call_tool("kimi_code_task", args)).structured_content)
+        return results
+
+    first, second = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert first["files_created"] == ["first.txt"] and first["output"] == "wrote first.txt"
+    assert second["files_created"] == ["second.txt"] and second["output"] == "wrote second.txt"
+    assert first["session_id"] != second["session_id"]

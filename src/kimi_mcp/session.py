@@ -197,7 +197,7 @@ class KimiSession:
         self._known_procs: list = []
         self._prompt: str | None = None
         self._last_wire_search = 0.0
-        self._spawned_at_wall = time.time()
+        self._logs_before_spawn: set[Path] = set()
         self._login = login
         self._logged_in_here = False
         self.model_from_login: str | None = None
@@ -212,7 +212,7 @@ class KimiSession:
         argv = self.driver.argv(read_only=self.policy.read_only)
         log.info("spawning %s in %s", " ".join(argv), self.workspace)
         started = time.monotonic()
-        self._spawned_at_wall = time.time()
+        self._logs_before_spawn = set(self.driver.wire_logs(self.env))
         try:
             self._child = pexpect.spawn(
                 argv[0],
@@ -543,7 +543,7 @@ class KimiSession:
             self.session_id = self.driver.session_id(self.screen.text)
         if self._wire is None:
             path = self.driver.wire_log(self.env, self.workspace, self.session_id)
-            if path is None:
+            if path is None and self.session_id is None:
                 path = self._find_wire_by_prompt()
             if path is None:
                 return
@@ -556,8 +556,8 @@ class KimiSession:
     def _find_wire_by_prompt(self) -> Path | None:
         """Our session log when the screen never showed the session id (e.g. it scrolled away).
 
-        Candidates are logs written since we spawned Kimi; ours is the one whose first prompt is ours,
-        which stays unambiguous when several sessions run in the same workspace.
+        Candidates are logs that did not exist when we spawned Kimi; ours is the one whose first prompt
+        is ours, which stays unambiguous when several sessions run in the same workspace.
         """
         now = time.monotonic()
         if self._prompt is None or now - self._last_wire_search < 0.2:
@@ -565,9 +565,9 @@ class KimiSession:
         self._last_wire_search = now
         wanted = self._prompt.strip()[:200]
         for path in self.driver.wire_logs(self.env):
+            if path in self._logs_before_spawn:
+                continue
             try:
-                if path.stat().st_mtime < self._spawned_at_wall - 2:
-                    continue
                 with open(path, encoding="utf-8", errors="replace") as handle:
                     for _, line in zip(range(400), handle, strict=False):
                         if '"turn' not in line and "TurnBegin" not in line:
