@@ -236,10 +236,11 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=100_000)
     parser.add_argument("--dialect", choices=["legacy", "kimi-code", "both"], default="both")
     parser.add_argument("--skip-tree", action="store_true")
+    parser.add_argument("--only-tree", action="store_true")
     args = parser.parse_args()
     dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
     with FakeMoonshot() as fake:
-        for dialect in dialects:
+        for dialect in [] if args.only_tree else dialects:
             bench_ratio(dialect, fake, args.runs)
             bench_latency(dialect, fake, args.runs)
         if not args.skip_tree:
