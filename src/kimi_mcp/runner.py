@@ -1,12 +1,13 @@
 """Run one Kimi turn in a workspace and report what it said and every file it changed.
 
 The "before" snapshot is taken while Kimi starts up (off the critical path); after the turn ends the
-"after" diff runs while Kimi exits. Whatever happens (error, timeout, cancellation) the session is
-closed and the files already changed are still reported.
+"after" diff runs before Kimi is told to exit (its shutdown would compete for the CPU). Whatever happens
+(error, timeout, cancellation) the session is closed and the files already changed are still reported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -159,10 +160,13 @@ def run_task(
         turn_over = time.monotonic()
         if before is not None and before.done() and before.exception() is None:
             after = pool.submit(_timed_diff, before.result(), options, result.timings, turn_over)
+        if after is not None:
+            with contextlib.suppress(Exception):  # errors are reported below
+                after.result()  # the change list first: Kimi's exit would compete for the CPU
         if session is not None:
             if trace is None:
                 trace = session.trace
-            session.close()  # Kimi exits while the "after" walk runs
+            session.close()
             result.timings["exit"] = round(time.monotonic() - turn_over, 3)
             result.session_id = result.session_id or session.session_id
         if after is not None:
