@@ -162,24 +162,46 @@ class Driver(ABC):
         """
 
     # -- session log ---------------------------------------------------------------------------------
+    #: where a session's log lies below ``sessions_root``; ``{sid}`` stands for the session id
+    wire_glob: ClassVar[str]
+
     @abstractmethod
+    def sessions_root(self, env: dict[str, str]) -> Path:
+        """The folder holding this Kimi's sessions (it honours Kimi's own home variables)."""
+
     def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
         """The session's wire.jsonl if it exists yet."""
+        if not session_id:
+            return None
+        return next(iter(self.sessions_root(env).glob(self.wire_glob.format(sid=session_id))), None)
 
-    @abstractmethod
     def wire_logs(self, env: dict[str, str]) -> list[Path]:
         """Every session log this Kimi home holds (to find ours when the screen never showed its id)."""
+        return list(self.sessions_root(env).glob(self.wire_glob.format(sid="*")))
 
-    @abstractmethod
     def session_id_of(self, wire_log: Path) -> str:
         """The session id a session log belongs to."""
+        parts = self.wire_glob.split("/")
+        below = len(parts) - parts.index("{sid}") - 1
+        return wire_log.parents[below - 1].name
 
     @abstractmethod
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         """Normalized events of one log line; ``turn_begin`` events carry the prompt text."""
 
-    @abstractmethod
-    def tool_kind(self, name: str) -> ToolKind: ...
+    #: the dialect's tool names by kind (everything else is "other")
+    edit_tools: ClassVar[frozenset[str]] = frozenset()
+    shell_tools: ClassVar[frozenset[str]] = frozenset()
+    read_tools: ClassVar[frozenset[str]] = frozenset()
+
+    def tool_kind(self, name: str) -> ToolKind:
+        if name in self.edit_tools:
+            return "edit"
+        if name in self.shell_tools:
+            return "shell"
+        if name in self.read_tools:
+            return "read"
+        return "other"
 
     @abstractmethod
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Console, Driver, LoginOptions, ScreenState, ToolKind, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, WireEvent
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
@@ -47,6 +47,9 @@ class KimiCodeDriver(Driver):
     approve_key = "1"
     reject_key = "3"
     dismiss_question_key = "\x1b"
+    edit_tools = frozenset(_EDIT_TOOLS)
+    shell_tools = frozenset(_SHELL_TOOLS)
+    read_tools = frozenset(_READ_TOOLS)
     trust_key = "\r"
     logs_approvals = True
 
@@ -147,22 +150,11 @@ class KimiCodeDriver(Driver):
         return match.group(0).rsplit("·", 1)[-1].strip() or (options.model or "")
 
     # -- session log ---------------------------------------------------------------------------------
-    def home_dir(self, env: dict[str, str]) -> Path:
+    wire_glob = "*/{sid}/agents/main/wire.jsonl"  # sessions/<wd>/<sid>/agents/main/wire.jsonl
+
+    def sessions_root(self, env: dict[str, str]) -> Path:
         explicit = env.get("KIMI_CODE_HOME")
-        return Path(explicit) if explicit else self.home_of(env) / ".kimi-code"
-
-    def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
-        if not session_id:
-            return None
-        for candidate in (self.home_dir(env) / "sessions").glob(f"*/{session_id}/agents/main/wire.jsonl"):
-            return candidate
-        return None
-
-    def wire_logs(self, env: dict[str, str]) -> list[Path]:
-        return list((self.home_dir(env) / "sessions").glob("*/*/agents/main/wire.jsonl"))
-
-    def session_id_of(self, wire_log: Path) -> str:
-        return wire_log.parents[2].name
+        return (Path(explicit) if explicit else self.home_of(env) / ".kimi-code") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         try:
@@ -237,15 +229,6 @@ class KimiCodeDriver(Driver):
                 )
             ]
         return []
-
-    def tool_kind(self, name: str) -> ToolKind:
-        if name in _EDIT_TOOLS:
-            return "edit"
-        if name in _SHELL_TOOLS:
-            return "shell"
-        if name in _READ_TOOLS:
-            return "read"
-        return "other"
 
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         if name not in _EDIT_TOOLS:

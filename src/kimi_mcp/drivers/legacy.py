@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Console, Driver, LoginOptions, ScreenState, ToolKind, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, WireEvent
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
 _SESSION = re.compile(r"Session: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -45,6 +45,9 @@ class LegacyDriver(Driver):
     approve_key = "1"
     reject_key = "3"
     dismiss_question_key = "\x1b"
+    edit_tools = frozenset(_EDIT_TOOLS)
+    shell_tools = frozenset(_SHELL_TOOLS)
+    read_tools = frozenset(_READ_TOOLS)
 
     def argv(self, read_only: bool = False) -> list[str]:
         # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)
@@ -165,22 +168,11 @@ class LegacyDriver(Driver):
         return wanted
 
     # -- session log ---------------------------------------------------------------------------------
-    def _share_dir(self, env: dict[str, str]) -> Path:
+    wire_glob = "*/{sid}/wire.jsonl"  # sessions/<md5(workdir)>/<sid>/wire.jsonl
+
+    def sessions_root(self, env: dict[str, str]) -> Path:
         share = env.get("KIMI_SHARE_DIR")
-        return Path(share) if share else self.home_of(env) / ".kimi"
-
-    def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
-        if not session_id:
-            return None
-        for candidate in (self._share_dir(env) / "sessions").glob(f"*/{session_id}/wire.jsonl"):
-            return candidate
-        return None
-
-    def wire_logs(self, env: dict[str, str]) -> list[Path]:
-        return list((self._share_dir(env) / "sessions").glob("*/*/wire.jsonl"))
-
-    def session_id_of(self, wire_log: Path) -> str:
-        return wire_log.parent.name
+        return (Path(share) if share else self.home_of(env) / ".kimi") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         try:
@@ -246,15 +238,6 @@ class LegacyDriver(Driver):
         if kind == "TurnEnd":
             return [WireEvent("turn_end")]
         return []
-
-    def tool_kind(self, name: str) -> ToolKind:
-        if name in _EDIT_TOOLS:
-            return "edit"
-        if name in _SHELL_TOOLS:
-            return "shell"
-        if name in _READ_TOOLS:
-            return "read"
-        return "other"
 
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         keys = _EDIT_TOOLS.get(name, ())
