@@ -55,6 +55,11 @@ def _assemble(lines: list[str], files_block: str) -> str:
     return (text + "\n" + files_block if files_block else text) + "\n"
 
 
+def _section(label: str, value: str | None) -> list[str]:
+    """An optional labelled paragraph: nothing when the value is empty."""
+    return ["", label, value.strip()] if value and value.strip() else []
+
+
 def _fenced(text: str) -> str:
     """``text`` in a ``` fence longer than any backtick run inside it."""
     longest = run = 0
@@ -67,8 +72,7 @@ def _fenced(text: str) -> str:
 
 def code_task_prompt(task: str, context: list[ContextFile], constraints: str | None = None) -> str:
     lines = [task.strip()]
-    if constraints and constraints.strip():
-        lines += ["", "Constraints:", constraints.strip()]
+    lines += _section("Constraints:", constraints)
     lines += [
         "",
         "Work inside the current directory (the workspace) only. When you are done, answer with a short "
@@ -189,8 +193,7 @@ def debug_prompt(error_message: str, files: list[ContextFile], context: str | No
         "Error:",
         _fenced(error_message.strip()),
     ]
-    if context and context.strip():
-        lines += ["", "Background (what was being done, what was tried):", context.strip()]
+    lines += _section("Background (what was being done, what was tried):", context)
     lines += [
         "",
         "Steps:",
@@ -248,8 +251,7 @@ def analyze_prompt(files: list[ContextFile], focus: str | None, role: str) -> st
     lines = [
         f"Analyse the code below as {persona}. Look at: {lens}.",
     ]
-    if focus and focus.strip():
-        lines += ["", "Focus in particular on:", focus.strip()]
+    lines += _section("Focus in particular on:", focus)
     lines += [
         "",
         READ_ONLY_NOTICE,
@@ -269,8 +271,7 @@ def verify_prompt(requirements: str, files: list[ContextFile], extra: str | None
         "Requirements:",
         requirements.strip(),
     ]
-    if extra and extra.strip():
-        lines += ["", "Additional instructions:", extra.strip()]
+    lines += _section("Additional instructions:", extra)
     lines += [
         "",
         READ_ONLY_NOTICE,

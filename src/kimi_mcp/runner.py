@@ -7,7 +7,6 @@ The "before" snapshot is taken while Kimi starts up (off the critical path); aft
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -142,13 +141,11 @@ def run_task(
             login=login_options(settings, env),
         )
         session.start()
-        result.session_id = session.session_id
         result.timings["startup"] = round(time.monotonic() - started, 3)
         before.result()  # the snapshot must be complete before Kimi can touch anything
         turn_started = time.monotonic()
         trace = session.run_turn(request.prompt)
         result.timings["turn"] = round(time.monotonic() - turn_started, 3)
-        result.session_id = session.session_id
         error = trace.error
     except KimiMCPError as exc:
         error = exc
@@ -156,26 +153,24 @@ def run_task(
         log.exception("unexpected failure")
         error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
     finally:
-        after: Future[tracker.Changes] | None = None
-        turn_over = time.monotonic()
         if before is not None and before.done() and before.exception() is None:
-            after = pool.submit(_timed_diff, before.result(), options, result.timings, turn_over)
-        if after is not None:
-            with contextlib.suppress(Exception):  # errors are reported below
-                after.result()  # the change list first: Kimi's exit would compete for the CPU
-        if session is not None:
-            if trace is None:
-                trace = session.trace
-            session.close()
-            result.timings["exit"] = round(time.monotonic() - turn_over, 3)
-            result.session_id = result.session_id or session.session_id
-        if after is not None:
+            # the change list first, while Kimi sits idle: its exit would compete for the CPU
             progress("collecting file changes")
+            diff_started = time.monotonic()
             try:
-                _fill_changes(result, request.workspace, after.result(), options)
+                changes = tracker.diff(before.result(), options)
+                result.timings["changes"] = round(time.monotonic() - diff_started, 4)
+                _fill_changes(result, request.workspace, changes, options)
             except Exception as exc:  # report the turn even if the tracker fails
                 log.exception("tracker failed")
                 error = error or SessionError(f"could not list changed files: {exc}")
+        if session is not None:
+            if trace is None:
+                trace = session.trace
+            exit_started = time.monotonic()
+            session.close()
+            result.timings["exit"] = round(time.monotonic() - exit_started, 3)
+            result.session_id = session.session_id
         pool.shutdown(wait=True)
         for item in reversed(held):
             item.release()
@@ -231,14 +226,6 @@ def build_evidence(
         tools_run=trace.tool_traces(redact),
         incomplete_trace=any(call.result is None for call in trace.calls.values()),
     )
-
-
-def _timed_diff(
-    before: tracker.Snapshot, options: tracker.TrackerOptions, timings: dict[str, float], since: float
-) -> tracker.Changes:
-    changes = tracker.diff(before, options)
-    timings["changes"] = round(time.monotonic() - since, 4)
-    return changes
 
 
 def _fill_changes(

@@ -197,6 +197,7 @@ class KimiSession:
         self._known_procs: list = []
         self._prompt: str | None = None
         self._last_wire_search = 0.0
+        self._mark = 0  # screen position of the last console send (login dialogs look after it)
         self._logs_before_spawn: set[Path] = set()
         self._login = login
         self._logged_in_here = False
@@ -293,7 +294,7 @@ class KimiSession:
             self._check_abort(limit_for_timeout=float("inf"), phase="setup")
             self._pump(POLL)
             screen = self.screen.text
-            since = self.screen.tail_since(getattr(self, "_mark", 0))
+            since = self.screen.tail_since(self._mark)
             for index, pattern in enumerate(compiled):
                 match = pattern.search(screen) or pattern.search(since)
                 if match:

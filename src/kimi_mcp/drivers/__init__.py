@@ -129,15 +129,7 @@ def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiIns
     tail = output[-800:]
     if _STUB_TEXT in output:
         version = _VERSION.search(output)
-        raise InstallError(
-            f"{binary} is the deprecated kimi-cli stub ({version.group(0) if version else '>=1.51'}), "
-            "which cannot run tasks",
-            details={"kimi_bin": binary, "version_output": tail},
-            suggestion=(
-                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
-                f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
-            ),
-        )
+        raise _stub_error(binary, version.group(0) if version else ">=1.51", {"version_output": tail})
     match = _VERSION.search(output)
     if returncode != 0 or not match:
         hint = ""
@@ -150,17 +142,21 @@ def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiIns
     major, minor = int(match.group(1)), int(match.group(2))
     detected = "kimi-code" if major >= 2 else "legacy"
     if detected == "legacy" and (major, minor) > (1, 50):
-        raise InstallError(
-            f"{binary} is kimi-cli {match.group(0)}, the deprecated stub (the last working legacy release "
-            "is 1.50.0); it cannot run tasks",
-            details={"kimi_bin": binary, "version": match.group(0)},
-            suggestion=(
-                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
-                f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
-            ),
-        )
+        raise _stub_error(binary, match.group(0), {"version": match.group(0)})
     dialect = detected if forced == "auto" else forced
     return KimiInstall(binary=binary, version=match.group(0), dialect=dialect)  # type: ignore[arg-type]
+
+
+def _stub_error(binary: str, version: str, details: dict[str, str]) -> InstallError:
+    return InstallError(
+        f"{binary} is kimi-cli {version}, the deprecated stub (the last working legacy release is 1.50.0); "
+        "it cannot run tasks",
+        details={"kimi_bin": binary, **details},
+        suggestion=(
+            f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
+            f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
+        ),
+    )
 
 
 def make_driver(install: KimiInstall) -> Driver:

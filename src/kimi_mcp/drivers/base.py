@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import json
 import os
 import re
 from abc import ABC, abstractmethod
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from ..errors import KimiMCPError
+from ..errors import AuthError, KimiMCPError
 
 
 class ScreenState(enum.Enum):
@@ -83,6 +84,31 @@ class KimiInstall:
     binary: str
     version: str
     dialect: Literal["legacy", "kimi-code"]
+
+
+def json_record(line: str) -> dict[str, Any] | None:
+    """One session-log line as a JSON object, or None if it is not one."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def login_failed(message: str, platform: str, *, unreachable: bool) -> AuthError:
+    """The error for a failed automated login, with the remedy that fits the cause."""
+    text = message.strip()
+    return AuthError(
+        f"automated Kimi login on {platform} failed: {text}",
+        details={"platform": platform, "kimi_message": text},
+        suggestion=(
+            "The platform could not be reached; check the network/proxy and retry."
+            if unreachable
+            else "Check MOONSHOT_API_KEY and KIMI_MCP_PLATFORM (moonshot.ai and moonshot.cn keys differ), "
+            "or log in once by hand with `kimi` and /login."
+        ),
+        retryable=unreachable,
+    )
 
 
 class Driver(ABC):

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Console, Driver, LoginOptions, ScreenState, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
@@ -133,7 +133,7 @@ class KimiCodeDriver(Driver):
         console.send("\r")
         index, match = console.wait_for([r"Select a model", _LOGIN_ERROR], 60)
         if index:
-            raise _login_error(match.group(0), options.platform)
+            raise _login_failed(match.group(0), options.platform)
         if options.model:
             console.send(options.model, 0.4)  # the list filters as you type
         screen = "\n".join(console.screen_lines())
@@ -146,7 +146,7 @@ class KimiCodeDriver(Driver):
             [r"Setup complete[^\n]*", _LOGIN_ERROR, r"No (?:matching )?models?[^\n]*"], 30
         )
         if index:
-            raise _login_error(match.group(0), options.platform)
+            raise _login_failed(match.group(0), options.platform)
         return match.group(0).rsplit("·", 1)[-1].strip() or (options.model or "")
 
     # -- session log ---------------------------------------------------------------------------------
@@ -157,11 +157,8 @@ class KimiCodeDriver(Driver):
         return (Path(explicit) if explicit else self.home_of(env) / ".kimi-code") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(record, dict):
+        record = json_record(line)
+        if record is None:
             return []
         kind = record.get("type")
         if kind == "turn.prompt":
@@ -237,17 +234,6 @@ class KimiCodeDriver(Driver):
         return [path] if isinstance(path, str) else []
 
 
-def _login_error(message: str, platform: str) -> AuthError:
-    text = message.strip()
-    unreachable = "fetch failed" in text or "ECONNREFUSED" in text or "ENOTFOUND" in text
-    return AuthError(
-        f"automated Kimi Code login on {platform} failed: {text}",
-        details={"platform": platform, "kimi_message": text},
-        suggestion=(
-            "The platform could not be reached; check the network/proxy and retry."
-            if unreachable
-            else "Check MOONSHOT_API_KEY and KIMI_MCP_PLATFORM (moonshot.ai and moonshot.cn keys differ), "
-            "or log in once by hand with `kimi` and /login."
-        ),
-        retryable=unreachable,
-    )
+def _login_failed(message: str, platform: str) -> AuthError:
+    unreachable = any(word in message for word in ("fetch failed", "ECONNREFUSED", "ENOTFOUND"))
+    return login_failed(message, platform, unreachable=unreachable)

@@ -8,13 +8,12 @@ calls are logged there *before* their approval panel appears.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
-from .base import Console, Driver, LoginOptions, ScreenState, WireEvent
+from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
 _SESSION = re.compile(r"Session: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -143,7 +142,7 @@ class LegacyDriver(Driver):
         console.send("\r")
         index, match = console.wait_for([r"Select a model", *_SETUP_FAILED], 60)
         if index:
-            raise _setup_error(match.group(0), options.platform)
+            raise _login_failed(match.group(0), options.platform)
         models = _menu_entries(console.screen_lines(), after="Select a model")
         if not models:
             raise AuthError("the platform offered no models", details={"platform": options.platform})
@@ -164,7 +163,7 @@ class LegacyDriver(Driver):
             index, match = console.wait_for([r"Setup complete", *_SETUP_FAILED], 30)
             index = 1 if index == 0 else index + 1
         if index != 1:
-            raise _setup_error(match.group(0), options.platform)
+            raise _login_failed(match.group(0), options.platform)
         return wanted
 
     # -- session log ---------------------------------------------------------------------------------
@@ -175,11 +174,8 @@ class LegacyDriver(Driver):
         return (Path(share) if share else self.home_of(env) / ".kimi") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return []
-        if not isinstance(record, dict) or not isinstance(record.get("message"), dict):
+        record = json_record(line)
+        if record is None or not isinstance(record.get("message"), dict):
             return []
         message = record["message"]
         kind = message.get("type")
@@ -266,18 +262,8 @@ def _menu_entries(lines: list[str], after: str) -> list[tuple[int, str]]:
     return entries
 
 
-def _setup_error(message: str, platform: str) -> AuthError:
-    unreachable = (
-        "Cannot connect" in message or "connect" in message.lower() and "Unauthorized" not in message
+def _login_failed(message: str, platform: str) -> AuthError:
+    unreachable = "Cannot connect" in message or (
+        "connect" in message.lower() and "Unauthorized" not in message
     )
-    return AuthError(
-        f"automated Kimi login on {platform} failed: {message.strip()}",
-        details={"platform": platform, "kimi_message": message.strip()},
-        suggestion=(
-            "The platform could not be reached; check the network/proxy and retry."
-            if unreachable
-            else "Check MOONSHOT_API_KEY and KIMI_MCP_PLATFORM (moonshot.ai and moonshot.cn keys differ), "
-            "or log in once by hand with `kimi` and /login."
-        ),
-        retryable=unreachable,
-    )
+    return login_failed(message, platform, unreachable=unreachable)
