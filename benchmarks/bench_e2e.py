@@ -91,29 +91,59 @@ def bench_ratio(dialect: str, fake: FakeMoonshot, runs: int) -> None:
         direct.append(time.perf_counter() - start)
         assert proc.returncode == 0, proc.stderr[-500:]
 
-    async def via_mcp() -> list[float]:
-        transport = StdioTransport(SERVER, [], env=env, cwd=str(work), keep_alive=False)
+    async def via_mcp(think: float | None, standby: str) -> list[float]:
+        """Calls in one server. ``think=None``: every call in a fresh server (cold: Kimi starts in the
+        call). Otherwise back-to-back calls with ``think`` seconds between them (the client reading the
+        result), which a standby Kimi can use to start; only the calls themselves are timed."""
         times = []
-        async with Client(transport, timeout=300) as client:
-            script_task(fake, dialect, 2000)
-            await client.call_tool("kimi_code_task", {"task_description": "write", "work_dir": str(work)})
-            for i in range(runs):
-                script_task(fake, dialect, 100 + i)
-                start = time.perf_counter()
-                result = await client.call_tool(
-                    "kimi_code_task", {"task_description": "write the file", "work_dir": str(work)}
-                )
-                times.append(time.perf_counter() - start)
-                assert result.structured_content["files_created"] == [f"out{100 + i}.txt"], (
-                    result.structured_content
-                )
+        servers = runs if think is None else 1
+        calls = 1 if think is None else runs
+        for _ in range(servers):
+            server_env = {**env, "KIMI_MCP_STANDBY": standby}
+            transport = StdioTransport(SERVER, [], env=server_env, cwd=str(work), keep_alive=False)
+            async with Client(transport, timeout=300) as client:
+                if think is not None:
+                    script_task(fake, dialect, 2000)
+                    await client.call_tool(
+                        "kimi_code_task", {"task_description": "write", "work_dir": str(work)}
+                    )
+                for _ in range(calls):
+                    i = 100 + next_id()
+                    if think:
+                        await asyncio.sleep(think)
+                    script_task(fake, dialect, i)
+                    start = time.perf_counter()
+                    result = await client.call_tool(
+                        "kimi_code_task", {"task_description": "write the file", "work_dir": str(work)}
+                    )
+                    times.append(time.perf_counter() - start)
+                    data = result.structured_content
+                    assert data["files_created"] == [f"out{i}.txt"], data
+                    warm.append(data["warm_start"])
         return times
 
-    mcp = asyncio.run(via_mcp())
-    d, m = statistics.median(direct), statistics.median(mcp)
+    counter = iter(range(10_000))
+
+    def next_id() -> int:
+        return next(counter)
+
+    d = statistics.median(direct)
     print(f"[{dialect}] direct non-interactive run: median {d:.2f}s  runs={[round(x, 2) for x in direct]}")
-    print(f"[{dialect}] kimi_code_task via MCP:      median {m:.2f}s  runs={[round(x, 2) for x in mcp]}")
-    print(f"[{dialect}] RATIO tool call / direct = {m / d:.3f}   (target <= 1.10)")
+    rows = (
+        ("cold, standby off", None, "off"),
+        ("cold (fresh server per call)", None, "after-call"),
+        ("back-to-back", 0.0, "after-call"),
+        ("3 s apart", 3.0, "after-call"),
+    )
+    for label, think, standby in rows:
+        warm: list[bool] = []
+        mcp = asyncio.run(via_mcp(think, standby))
+        m = statistics.median(mcp)
+        print(
+            f"[{dialect}] kimi_code_task via MCP, {label}: median {m:.2f}s  runs={[round(x, 2) for x in mcp]}"
+            f"  standby used {sum(warm)}/{len(warm)}"
+        )
+        print(f"[{dialect}] RATIO tool call ({label}) / direct = {m / d:.3f}   (target <= 1.10)")
 
 
 def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:

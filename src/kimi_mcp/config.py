@@ -43,6 +43,14 @@ class Settings(BaseModel):
     allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
     exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")
     max_concurrent: int = Field(default=2, ge=1, description="Kimi processes running at once")
+    standby: Literal["off", "after-call", "startup"] = Field(
+        default="after-call",
+        description=(
+            "Keep a ready Kimi for the next call in the same workspace and mode: after-call (after each "
+            "successful call), startup (also one for the default workspace when the server starts), off"
+        ),
+    )
+    standby_idle: float = Field(default=300.0, gt=0, description="Seconds an unused standby Kimi is kept")
     log_level: str = Field(default="INFO")
     log_file: str | None = Field(default=None, description="Also log to this file")
     transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")

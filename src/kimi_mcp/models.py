@@ -85,9 +85,15 @@ class TaskResult(BaseModel):
     kimi_version: str = ""
     session_id: str | None = None
     duration_s: float = 0.0
+    warm_start: bool = Field(
+        default=False, description="A ready standby Kimi served the call (no startup wait)"
+    )
     timings: dict[str, float] = Field(
         default_factory=dict,
-        description="Seconds per phase: startup (spawn to ready), turn, changes (turn end to change list), exit",
+        description=(
+            "Seconds per phase: startup (spawn to ready, or taking a standby), turn, changes (turn end to "
+            "change list), exit (only when the call waited for Kimi to exit: after errors)"
+        ),
     )
     error: ErrorInfo | None = None
 

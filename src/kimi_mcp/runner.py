@@ -1,8 +1,10 @@
 """Run one Kimi turn in a workspace and report what it said and every file it changed.
 
-The "before" snapshot is taken while Kimi starts up (off the critical path); after the turn ends the
-"after" diff runs before Kimi is told to exit (its shutdown would compete for the CPU). Whatever happens
-(error, timeout, cancellation) the session is closed and the files already changed are still reported.
+The "before" snapshot is taken while Kimi starts up (off the critical path), or right away when a ready
+standby Kimi serves the call (see ``_warm``). After the turn ends the "after" diff runs while Kimi sits
+idle; then a cleanly finished Kimi exits in the background and the result is returned without waiting
+for it. On error, timeout or cancellation the session is closed before returning, and the files already
+changed are still reported. ``shutdown()`` stops every Kimi the runner still owns.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from pathlib import Path
 from . import tracker
 from ._logging import get_logger
 from ._policy import ApprovalPolicy
+from ._warm import SessionPool, StandbyKey
 from .config import Settings
-from .drivers import find_binary, make_driver, probe
+from .drivers import KimiInstall, find_binary, make_driver, probe
 from .drivers.base import Driver, LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
 from .models import ErrorInfo, Evidence, TaskResult, TruncatedItem, Usage
@@ -59,6 +62,12 @@ class _Slots:
 
 
 _slots = _Slots()
+_pool = SessionPool()
+
+
+def shutdown() -> None:
+    """Stop every standby and finish every background exit (server shutdown)."""
+    _pool.shutdown()
 
 
 def _acquire(
@@ -92,6 +101,63 @@ def login_options(settings: Settings, env: dict[str, str]) -> LoginOptions | Non
     )
 
 
+def new_session(
+    install: KimiInstall,
+    workspace: Path,
+    read_only: bool,
+    settings: Settings,
+    env: dict[str, str],
+    *,
+    deadline: float,
+    cancel: threading.Event,
+) -> KimiSession:
+    """An unstarted session for one workspace and mode."""
+    return KimiSession(
+        make_driver(install),
+        workspace,
+        env=env,
+        policy=ApprovalPolicy(workspace, read_only, settings.allow_shell),
+        deadline=deadline,
+        startup_timeout=settings.startup_timeout,
+        cancel=cancel,
+        secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
+        transcript_dir=settings.transcript_dir,
+        login=login_options(settings, env),
+    )
+
+
+def standby_key(
+    binary: str, install: KimiInstall, workspace: Path, read_only: bool, settings: Settings
+) -> StandbyKey:
+    lists = make_driver(install).lists_workspace_at_startup
+    return StandbyKey(binary, install.version, str(workspace), read_only, settings.allow_shell, lists)
+
+
+def prewarm(key: StandbyKey, install: KimiInstall, settings: Settings, env: dict[str, str]) -> None:
+    """Start a standby Kimi for ``key`` in the background (see ``_warm``)."""
+
+    def factory(cancel: threading.Event) -> KimiSession:
+        deadline = time.monotonic() + settings.startup_timeout
+        workspace = Path(key.workspace)
+        return new_session(install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel)
+
+    _pool.prewarm(key, factory, settings.standby_idle)
+
+
+def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -> None:
+    """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
+    env = dict(os.environ if environ is None else environ)
+    try:
+        workspace = Path(settings.workspace or os.getcwd()).resolve()
+        binary = find_binary(settings.kimi_bin, env)
+        install = probe(binary, env, settings.dialect)
+    except (KimiMCPError, OSError) as exc:
+        log.info("no standby at startup: %s", exc)
+        return
+    if workspace.is_dir():
+        prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
+
+
 def run_task(
     request: TaskRequest,
     settings: Settings,
@@ -118,7 +184,6 @@ def run_task(
         binary = find_binary(settings.kimi_bin, env)
         install = probe(binary, env, settings.dialect)
         result.dialect, result.kimi_version = install.dialect, install.version
-        driver = make_driver(install)
         semaphore = _slots.semaphore(settings.max_concurrent)
         _acquire(semaphore, cancel, deadline)
         held.append(semaphore)
@@ -126,22 +191,25 @@ def run_task(
             lock = _slots.workspace_lock(request.workspace)
             _acquire(lock, cancel, deadline)
             held.append(lock)
+        key = standby_key(binary, install, request.workspace, request.read_only, settings)
+        session = _pool.take(key, cancel, deadline) if settings.standby != "off" else None
+        if session is not None:
+            _pool.adopt(session)
         before = pool.submit(tracker.take_snapshot, request.workspace, options)
-        session = KimiSession(
-            driver,
-            request.workspace,
-            env=env,
-            policy=ApprovalPolicy(request.workspace, request.read_only, settings.allow_shell),
-            deadline=deadline,
-            startup_timeout=settings.startup_timeout,
-            cancel=cancel,
-            on_progress=progress,
-            secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
-            transcript_dir=settings.transcript_dir,
-            login=login_options(settings, env),
-        )
-        session.start()
+        if session is not None:
+            session.rebind(deadline=deadline, cancel=cancel, on_progress=progress)
+            progress(f"using a ready Kimi ({install.dialect} {install.version})")
+            result.warm_start = True
+        else:
+            session = new_session(
+                install, request.workspace, request.read_only, settings, env, deadline=deadline, cancel=cancel
+            )
+            session.rebind(deadline=deadline, cancel=cancel, on_progress=progress)
+            _pool.adopt(session)
+            session.start()
         result.timings["startup"] = round(time.monotonic() - started, 3)
+        if settings.standby != "off" and not key.lists_workspace:
+            prewarm(key, install, settings, env)  # this call's changes cannot make it stale
         before.result()  # the snapshot must be complete before Kimi can touch anything
         turn_started = time.monotonic()
         trace = session.run_turn(request.prompt)
@@ -167,10 +235,15 @@ def run_task(
         if session is not None:
             if trace is None:
                 trace = session.trace
-            exit_started = time.monotonic()
-            session.close()
-            result.timings["exit"] = round(time.monotonic() - exit_started, 3)
             result.session_id = session.session_id
+            if error is None and trace.ended:  # a clean turn: Kimi exits while the result goes out
+                session.rebind(deadline=time.monotonic() + 60.0, cancel=threading.Event())
+                _pool.retire(session)
+            else:
+                exit_started = time.monotonic()
+                session.close()
+                result.timings["exit"] = round(time.monotonic() - exit_started, 3)
+            _pool.release(session)
         pool.shutdown(wait=True)
         for item in reversed(held):
             item.release()
@@ -188,6 +261,8 @@ def run_task(
         result.success = False
     else:
         result.success = True
+        if settings.standby != "off":
+            prewarm(key, install, settings, env)
     log.info(
         "task done: success=%s created=%d modified=%d deleted=%d in %.1fs",
         result.success,

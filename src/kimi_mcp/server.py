@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import signal
 import sys
+import threading
 
 from fastmcp import FastMCP
 
-from . import __version__
+from . import __version__, runner
 from ._logging import setup_logging
 from .config import ConfigError, Settings, load_env_file, load_settings
 from .tools import register_tools
@@ -48,12 +51,30 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    if args.http:
-        mcp.run(
-            transport="http", host=args.host, port=args.port, show_banner=False, host_origin_protection="auto"
-        )
-    else:
-        mcp.run(transport="stdio", show_banner=False)
+    atexit.register(runner.shutdown)  # also on paths that skip the finally below
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGHUP, _exit_on_signal)
+    if settings.standby == "startup":
+        threading.Thread(target=runner.prewarm_default, args=(settings,), daemon=True).start()
+    try:
+        if args.http:
+            mcp.run(
+                transport="http",
+                host=args.host,
+                port=args.port,
+                show_banner=False,
+                host_origin_protection="auto",
+            )
+        else:
+            mcp.run(transport="stdio", show_banner=False)
+    finally:
+        runner.shutdown()  # no Kimi (standby, exiting or mid-call) outlives the server
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    """SIGTERM/SIGHUP end the server through its ``finally`` (which stops every Kimi) — once."""
+    signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt that cleanup
+    raise SystemExit(128 + signum)
 
 
 if __name__ == "__main__":

@@ -401,7 +401,7 @@ class KimiSession:
         pid = child.pid
         try:
             self._known_procs = descendants(pid)
-            if child.isalive() and not self._eof:
+            if _alive(child) and not self._eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(2.0)
                 clear = self.driver.clear_input_sequence()  # stray text on the prompt blocks the exit keys
@@ -431,7 +431,7 @@ class KimiSession:
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
         finally:
-            alive = child.isalive()
+            alive = _alive(child)
             if alive:
                 log.warning("Kimi did not exit by itself; terminating its process group")
             terminate_tree(pid if alive else None, self._known_procs, grace=5.0)
@@ -440,6 +440,45 @@ class KimiSession:
             self._save_transcript()
             self.state = State.CLOSED
             log.info("session closed (exit status %s)", child.exitstatus)
+
+    # -- standby (a ready session kept for a later call) ----------------------------------------------
+    def rebind(
+        self,
+        *,
+        deadline: float,
+        cancel: threading.Event,
+        on_progress: Callable[[str], None] | None = None,
+    ) -> None:
+        """Hand the session to another caller: its deadline, cancellation and progress reporting.
+
+        Session logs that appeared while it waited (other calls' sessions) are not this session's.
+        """
+        self.deadline = deadline
+        self.cancel = cancel
+        self._progress = on_progress or (lambda _msg: None)
+        if self.state == State.READY and self._wire is None:
+            self._logs_before_spawn = set(self.driver.wire_logs(self.env))
+
+    def idle_until(self, stop: threading.Event) -> None:
+        """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
+        while not stop.is_set() and not self._eof:
+            self._pump(0.05)
+
+    def usable(self, limit: float) -> bool:
+        """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
+        if self.state != State.READY or self._child is None or self._eof or not _alive(self._child):
+            return False
+        return self._wait_idle(limit)
+
+    def kill(self, grace: float = 1.0) -> None:
+        """Stop Kimi now without the exit dialogue (a standby that never ran a turn, or server shutdown)."""
+        child = self._child
+        if child is None:
+            return
+        procs = descendants(child.pid)
+        terminate_tree(child.pid if procs else None, procs, grace=grace)
+        with contextlib.suppress(Exception):
+            child.close(force=True)
 
     def __enter__(self) -> KimiSession:
         return self
@@ -694,6 +733,14 @@ class KimiSession:
             (folder / name).write_text(self._redact("".join(self._transcript)), encoding="utf-8")
         except OSError as exc:
             log.warning("could not save transcript: %s", exc)
+
+
+def _alive(child: pexpect.spawn) -> bool:
+    """``isalive`` that tolerates another thread having reaped the child already (shutdown kills)."""
+    try:
+        return bool(child.isalive())
+    except (pexpect.ExceptionPexpect, OSError):
+        return False
 
 
 def _summarize_args(arguments: str) -> str:

@@ -124,6 +124,9 @@ class Driver(ABC):
     trust_key: ClassVar[str] = "\r"
     #: the session log records which call an approval panel is for (else panels are matched on screen)
     logs_approvals: ClassVar[bool] = False
+    #: the workspace listing in the model's system prompt is read at startup (else at the first message);
+    #: instruction files (AGENTS.md) are read at startup by both dialects
+    lists_workspace_at_startup: ClassVar[bool] = True
 
     def __init__(self, install: KimiInstall) -> None:
         self.install = install

@@ -51,6 +51,7 @@ class KimiCodeDriver(Driver):
     shell_tools = frozenset(_SHELL_TOOLS)
     read_tools = frozenset(_READ_TOOLS)
     trust_key = "\r"
+    lists_workspace_at_startup = False  # the listing is taken when the session starts (first message)
     logs_approvals = True
 
     def argv(self, read_only: bool = False) -> list[str]:

@@ -1,0 +1,253 @@
+"""Kimi processes that outlive one tool call: ready standbys and sessions still exiting.
+
+A *standby* is a Kimi started for the same workspace and mode ahead of the next call (or at server start),
+so that call skips Kimi's startup (2–5 s). Kimi reads ``AGENTS.md`` into the model's system prompt at
+startup, and kimi-cli 1.x also the workspace's top two directory levels (Kimi Code lists the workspace
+at the first message instead), so a standby is used only while what it read is unchanged since it was
+spawned; otherwise it is stopped and the call starts a fresh Kimi. A standby that is not used within
+``idle`` seconds exits.
+
+An *active* session is serving a call right now (registered so that shutdown can stop it too).
+
+A *retiring* session has finished its turn and exits in the background, so a result does not wait for
+Kimi's own shutdown (0.5–2 s).
+
+``shutdown()`` stops all of them (server exit, SIGTERM, ``atexit``): nothing outlives the server.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._logging import get_logger
+from .session import KimiSession
+
+log = get_logger("warm")
+
+MAX_STANDBYS = 2
+_INSTRUCTION_FILES = frozenset({"agents.md", "claude.md"})
+
+
+@dataclass(frozen=True, slots=True)
+class StandbyKey:
+    """What a standby must match to serve a call."""
+
+    binary: str
+    version: str
+    workspace: str
+    read_only: bool
+    allow_shell: bool
+    lists_workspace: bool  # the dialect reads the workspace listing at startup (part of the signature)
+
+
+def workspace_signature(root: Path, listing: bool = True) -> tuple:
+    """What Kimi reads into its system prompt at startup: the instruction files and (``listing``) two
+    levels of names."""
+    entries: list[tuple] = []
+    try:
+        with os.scandir(root) as top:
+            for entry in top:
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if entry.name.lower() in _INSTRUCTION_FILES:
+                    st = entry.stat(follow_symlinks=False)
+                    entries.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                if not listing:
+                    continue
+                entries.append((entry.name, is_dir))
+                if is_dir:
+                    try:
+                        with os.scandir(entry.path) as inner:
+                            names = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in inner)
+                    except OSError:
+                        names = [("?unreadable", False)]
+                    entries.append((entry.name, tuple(names)))
+    except OSError:
+        return ("?unreadable",)
+    return tuple(sorted(entries, key=repr))
+
+
+class _Standby:
+    def __init__(
+        self, key: StandbyKey, signature: tuple, factory: Callable[[threading.Event], KimiSession]
+    ) -> None:
+        self.key = key
+        self.signature = signature
+        self.session: KimiSession | None = None
+        self.failed = False
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+        self.timer: threading.Timer | None = None
+        self._factory = factory
+        self.thread = threading.Thread(target=self._run, name="kimi-standby", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.session = self._factory(self.stop)  # halting a standby also aborts its startup
+            self.session.start()
+        except Exception as exc:  # the next call starts Kimi itself and reports the real error
+            log.info("standby Kimi did not start: %s", exc)
+            self.failed = True
+            if self.session is not None:
+                self.session.kill()
+            self.ready.set()
+            return
+        self.ready.set()
+        self.session.idle_until(self.stop)
+
+    def halt(self) -> KimiSession | None:
+        """Stop the idle loop; returns the session (now owned by the caller) if it started."""
+        self.stop.set()
+        if self.timer is not None:
+            self.timer.cancel()
+        self.thread.join(timeout=5.0)
+        if self.thread.is_alive() or self.failed:
+            return None
+        return self.session
+
+
+class SessionPool:
+    """Standbys per :class:`StandbyKey` and sessions exiting in the background."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._standbys: dict[StandbyKey, _Standby] = {}
+        self._retiring: dict[threading.Thread, KimiSession | None] = {}
+        self._active: set[KimiSession] = set()
+        self._closed = False
+
+    # -- sessions serving a call ---------------------------------------------------------------------------
+    def adopt(self, session: KimiSession) -> None:
+        """Register a session that serves a call now."""
+        with self._lock:
+            self._active.add(session)
+
+    def release(self, session: KimiSession) -> None:
+        """The call is done with ``session`` (closed, or handed to :meth:`retire`)."""
+        with self._lock:
+            self._active.discard(session)
+
+    # -- standbys --------------------------------------------------------------------------------------
+    def prewarm(
+        self, key: StandbyKey, factory: Callable[[threading.Event], KimiSession], idle: float
+    ) -> None:
+        """Start a standby for ``key`` in the background unless one exists already.
+
+        ``factory(cancel)`` builds the (unstarted) session; ``cancel`` is set when the standby is stopped.
+        """
+        signature = workspace_signature(Path(key.workspace), key.lists_workspace)  # before Kimi reads it
+        with self._lock:
+            if self._closed or key in self._standbys:
+                return
+            evicted = []
+            while len(self._standbys) >= MAX_STANDBYS:
+                oldest = next(iter(self._standbys))
+                evicted.append(self._standbys.pop(oldest))
+            standby = _Standby(key, signature, factory)
+            self._standbys[key] = standby
+            standby.timer = threading.Timer(idle, self._expire, args=(standby,))
+            standby.timer.daemon = True
+        for old in evicted:
+            self._retire_standby(old)
+        standby.thread.start()
+        standby.timer.start()
+        log.info(
+            "standby Kimi starting for %s (%s)", key.workspace, "read-only" if key.read_only else "write"
+        )
+
+    def take(self, key: StandbyKey, cancel: threading.Event, deadline: float) -> KimiSession | None:
+        """A ready standby for ``key`` if there is one and the workspace still matches, else ``None``."""
+        with self._lock:
+            standby = self._standbys.pop(key, None)
+        if standby is None:
+            return None
+        if workspace_signature(Path(key.workspace), key.lists_workspace) != standby.signature:
+            log.info("workspace changed since the standby started; starting a fresh Kimi")
+            self._retire_standby(standby)
+            return None
+        while not standby.ready.wait(0.05):  # still starting: waiting beats a cold start
+            if cancel.is_set() or time.monotonic() >= deadline:
+                self._retire_standby(standby)
+                return None
+        session = standby.halt()
+        if session is None or not session.usable(limit=1.0):
+            if session is not None:
+                self.retire(session, graceful=False)
+            return None
+        log.info("using the standby Kimi for %s", key.workspace)
+        return session
+
+    def _expire(self, standby: _Standby) -> None:
+        with self._lock:
+            if self._standbys.get(standby.key) is not standby:
+                return
+            del self._standbys[standby.key]
+        log.info("standby Kimi for %s unused; closing it", standby.key.workspace)
+        self._retire_standby(standby, graceful=True)
+
+    def _retire_standby(self, standby: _Standby, graceful: bool = False) -> None:
+        def stop() -> None:
+            session = standby.halt()
+            if session is not None:
+                session.close() if graceful else session.kill()
+
+        self._background(stop, standby.session)
+
+    # -- retiring ----------------------------------------------------------------------------------------
+    def retire(self, session: KimiSession, graceful: bool = True) -> None:
+        """Let ``session`` exit in the background (graceful: Kimi's own exit; else terminate it)."""
+        self._background(session.close if graceful else session.kill, session)
+
+    def _background(self, work: Callable[[], None], session: KimiSession | None) -> None:
+        def run() -> None:
+            try:
+                work()
+            except Exception:
+                log.exception("closing a Kimi session failed")
+            finally:
+                with self._lock:
+                    self._retiring.pop(threading.current_thread(), None)
+
+        thread = threading.Thread(target=run, name="kimi-retire", daemon=True)
+        with self._lock:
+            self._retiring[thread] = session
+        thread.start()
+
+    # -- shutdown ----------------------------------------------------------------------------------------
+    def shutdown(self, grace: float = 1.0) -> None:
+        """Stop every standby and finish every exit; idempotent. Kills what is not gone after ``grace``."""
+        with self._lock:
+            self._closed = True
+            standbys = list(self._standbys.values())
+            self._standbys.clear()
+            active = list(self._active)
+        for session in active:  # calls still running when the server goes away
+            self._background(lambda session=session: session.kill(grace=0.5), session)
+        for standby in standbys:
+            self._retire_standby(standby)  # sets its stop event, which also aborts a startup
+        end = time.monotonic() + grace
+        while True:
+            with self._lock:
+                pending = dict(self._retiring)
+            if not pending:
+                return
+            if time.monotonic() >= end:
+                break
+            next(iter(pending)).join(timeout=max(0.0, min(0.1, end - time.monotonic())))
+        log.info("%d Kimi session(s) still exiting at shutdown; terminating them", len(pending))
+        sessions = [s for s in pending.values() if s is not None]
+        sessions += [sb.session for sb in standbys if sb.session is not None]
+        killers = [threading.Thread(target=s.kill, kwargs={"grace": 0.5}, daemon=True) for s in sessions]
+        for thread in killers:
+            thread.start()
+        for thread in killers:
+            thread.join(timeout=3.0)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(standbys, sessions serving calls, sessions exiting) — for tests and logs."""
+        with self._lock:
+            return len(self._standbys), len(self._active), len(self._retiring)

@@ -1,0 +1,84 @@
+"""Standby Kimi end to end: the next call in the same workspace skips Kimi's startup, a standby that
+would show the model a stale workspace is not used, and nothing outlives the server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from conftest import KimiUnderTest
+from fake_moonshot import FakeMoonshot, Reply
+from mcp_helpers import processes_with_home, with_client
+
+pytestmark = pytest.mark.e2e
+
+
+def two_calls(kimi: KimiUnderTest, workspace: Path, tmp_path: Path, between=None) -> tuple[dict, dict]:
+    async def body(client):
+        first = await client.call_tool(
+            "kimi_code_task", {"task_description": "FIRST task", "work_dir": str(workspace)}
+        )
+        if between is not None:
+            between()
+        second = await client.call_tool(
+            "kimi_code_task", {"task_description": "SECOND task", "work_dir": str(workspace)}
+        )
+        return first.structured_content, second.structured_content
+
+    return asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+
+
+def test_next_call_uses_the_standby_and_reports_its_own_changes(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    fake.script([Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first done")], marker="FIRST")
+    fake.script([Reply.tool(*kimi.write("two.txt", "2\n")), Reply.text_reply("second done")], marker="SECOND")
+    first, second = two_calls(kimi, workspace, tmp_path)
+    assert first["success"] and first["warm_start"] is False
+    assert first["files_created"] == ["one.txt"] and first["output"] == "first done"
+    assert second["success"] is True, second
+    assert second["warm_start"] is True
+    assert second["output"] == "second done"
+    assert second["files_created"] == ["two.txt"] and second["files_modified"] == []
+    assert second["file_contents"] == {"two.txt": "2\n"}
+    assert [c["name"] for c in second["evidence"]["tools_run"]] == [kimi.write_tool]
+    assert second["session_id"] and second["session_id"] != first["session_id"]
+    # the standby saw the first call's file in its listing (legacy lists at startup, Kimi Code at the
+    # first message), so the model's view of the workspace is current
+    second_request = json.dumps(fake.chat_requests()[2]["body"]["messages"])
+    assert "SECOND task" in second_request and "one.txt" in second_request
+    assert (workspace / "two.txt").read_text() == "2\n"
+    assert not processes_with_home(kimi.home), "a standby or exiting Kimi outlived the server"
+
+
+def test_edited_agents_md_means_a_fresh_kimi(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    (workspace / "AGENTS.md").write_text("Rule: OLD-RULE-7.\n")
+    fake.script([Reply.text_reply("first done")], marker="FIRST")
+    fake.script([Reply.text_reply("second done")], marker="SECOND")
+
+    def edit() -> None:
+        (workspace / "AGENTS.md").write_text("Rule: NEW-RULE-9.\n")
+
+    first, second = two_calls(kimi, workspace, tmp_path, between=edit)
+    assert first["success"] and second["success"]
+    assert second["warm_start"] is False
+    requests = [json.dumps(r["body"]["messages"]) for r in fake.chat_requests()]
+    assert "OLD-RULE-7" in requests[0]
+    assert "NEW-RULE-9" in requests[1] and "OLD-RULE-7" not in requests[1]
+    assert not processes_with_home(kimi.home)
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # dialect-independent behaviour
+def test_standby_off(kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path):
+    kimi.env["KIMI_MCP_STANDBY"] = "off"
+    fake.script([Reply.text_reply("first done")], marker="FIRST")
+    fake.script([Reply.text_reply("second done")], marker="SECOND")
+    first, second = two_calls(kimi, workspace, tmp_path)
+    assert first["output"] == "first done" and second["output"] == "second done"
+    assert first["warm_start"] is False and second["warm_start"] is False
+    assert "startup" in second["timings"] and second["timings"]["startup"] > 0
+    assert not processes_with_home(kimi.home)
