@@ -156,13 +156,13 @@ class ContentReport:
 
 class _Dir:
     """One walked directory of a snapshot. Its tracked files are ``count`` consecutive slots from ``base`` of
-    the snapshot's flat arrays; their names are ``Snapshot._names[name_start:name_end]``, NUL-separated."""
+    the snapshot's flat arrays; their names are ``names``, NUL-separated (one string per directory: a
+    non-ASCII name widens only its own directory's string)."""
 
     __slots__ = (
         "base",
         "count",
-        "name_start",
-        "name_end",
+        "names",
         "subdirs",
         "ign_files",
         "ign_dirs",
@@ -174,7 +174,7 @@ class _Dir:
         self,
         base: int,
         count: int,
-        name_span: tuple[int, int],
+        names: str,
         subdirs: frozenset[str],
         ign_files: frozenset[str],
         ign_dirs: frozenset[str],
@@ -182,7 +182,7 @@ class _Dir:
     ) -> None:
         self.base = base
         self.count = count
-        self.name_start, self.name_end = name_span
+        self.names = names
         self.subdirs = subdirs
         self.ign_files = ign_files
         self.ign_dirs = ign_dirs
@@ -193,10 +193,10 @@ class _Dir:
 class Snapshot:
     """The state of a tree at one moment; opaque apart from ``root``, ``started_ns``, ``watching`` and ``len()``.
 
-    Compact and copy-on-write friendly: per tracked file only its name (in one big string), three int64 stat
-    fields, an inode and a content hash (uint64) and the hash's kind (one byte) are stored, in flat arrays;
-    nothing per file is a Python object that ``diff`` has to touch (so a forked helper does not copy the
-    snapshot's pages).
+    Compact and copy-on-write friendly: per tracked file only its name (in its directory's string), three
+    int64 stat fields, an inode and a content hash (uint64) and the hash's kind (one byte) are stored, in
+    flat arrays (about 61 bytes per file); nothing per file is a Python object that ``diff`` has to touch (so
+    a forked helper does not copy the snapshot's pages).
 
     It may own an inotify watcher (see the module docstring): ``close()`` it, or use the snapshot as a
     context manager, once done diffing; ``diff`` never closes it. An unclosed snapshot closes its watcher
@@ -207,7 +207,6 @@ class Snapshot:
         "root",
         "started_ns",
         "_dirs",
-        "_names",
         "_stats",
         "_inodes",
         "_hashes",
@@ -227,7 +226,6 @@ class Snapshot:
         self.root = root
         self.started_ns = started_ns
         self._dirs = builder.dirs
-        self._names = "".join(builder.names)
         self._stats = builder.stats  # size (-1 = racy: always re-hash), mtime_ns, ctime_ns per file
         self._inodes = builder.inodes
         self._hashes = builder.hashes  # see _ident_at()
@@ -268,7 +266,7 @@ class Snapshot:
         self.close()
 
     def _dir_names(self, record: _Dir) -> list[str]:
-        return self._names[record.name_start : record.name_end].split("\0") if record.count else []
+        return record.names.split("\0") if record.count else []
 
     def _ident_at(self, slot: int) -> int | None:
         """The ``_ident`` recorded for a file slot."""
@@ -294,12 +292,10 @@ _KIND_FILE, _KIND_LINK, _KIND_UNKNOWN = 0, 1, 2  # what Snapshot._hashes holds f
 class _Builder:
     """Accumulates a snapshot while walking."""
 
-    __slots__ = ("dirs", "names", "name_len", "stats", "inodes", "hashes", "kinds", "rescan", "root_id")
+    __slots__ = ("dirs", "stats", "inodes", "hashes", "kinds", "rescan", "root_id")
 
     def __init__(self) -> None:
         self.dirs: dict[str, _Dir] = {}
-        self.names: list[str] = []
-        self.name_len = 0
         self.stats = array("q")
         self.inodes = array("Q")
         self.hashes = array("Q")
@@ -316,13 +312,9 @@ class _Builder:
         ign_dirs: list[str],
         stat: tuple[int, int, int] | None,
     ) -> None:
-        blob = "\0".join(names)
-        span = (self.name_len, self.name_len + len(blob))
-        self.names.append(blob)
-        self.name_len += len(blob)
         base = len(self.kinds) - len(names)
         self.dirs[rel] = _Dir(
-            base, len(names), span, _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
+            base, len(names), "\0".join(names), _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
         )
 
     def skipped(self, rel: str) -> None:
@@ -565,7 +557,7 @@ def _sum_subtrees(dirs: dict[str, _Dir]) -> None:
                 parent.weight += record.weight
 
 
-_NO_DIR = _Dir(0, 0, (0, 0), _EMPTY, _EMPTY, _EMPTY, None)
+_NO_DIR = _Dir(0, 0, "", _EMPTY, _EMPTY, _EMPTY, None)
 
 
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
