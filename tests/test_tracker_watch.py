@@ -613,3 +613,29 @@ def test_failed_snapshot_closes_its_watcher(tmp_path: Path, monkeypatch: pytest.
     with pytest.raises(RuntimeError):
         tracker.take_snapshot(tmp_path)
     assert _open_fds() == fds
+
+
+def test_close_from_the_drain_thread_does_not_deadlock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A garbage collection inside the drain thread may run the snapshot's finalizer there."""
+    write(tmp_path, "d/f.txt")
+    real_note = _watch.Watcher._note
+
+    def note_then_close(self: _watch.Watcher, data: bytes) -> None:
+        real_note(self, data)
+        self.close()  # from the drain thread, holding the lock
+
+    monkeypatch.setattr(_watch.Watcher, "_note", note_then_close)
+    fds = _open_fds()
+    before = tracker.take_snapshot(tmp_path)
+    watcher = before._watch
+    assert watcher is not None
+    thread = watcher._thread
+    assert thread is not None
+    write(tmp_path, "d/g.txt")
+    thread.join(timeout=30)
+    assert not thread.is_alive() and not before.watching
+    before.close()
+    assert _open_fds() == fds
+    check(before, changes(created=["d/g.txt"]), "full")

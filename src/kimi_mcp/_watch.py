@@ -128,8 +128,10 @@ class Watcher:
         self._dirty: set[int] = set()  # watches that saw an event
         self._gone: set[int] = set()  # watches whose directory was deleted (or that the kernel dropped)
         self._broken: str | None = None  # why the map cannot be trusted any more
-        self._lock = threading.Lock()
-        self._close_lock = threading.Lock()
+        # Re-entrant: the snapshot's finalizer may close the watcher from any thread, the drain thread too
+        # (a garbage collection can start inside ``_note``).
+        self._lock = threading.RLock()
+        self._close_lock = threading.RLock()
         self._stop = threading.Event()
         self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
         self._thread: threading.Thread | None = threading.Thread(
