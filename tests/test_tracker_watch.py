@@ -313,6 +313,20 @@ def test_hard_linked_file_written_through_its_other_name(tmp_path: Path, settled
         assert scanned == ["d"]
 
 
+def test_file_linked_after_the_snapshot_falls_back(tmp_path: Path, settled: None) -> None:
+    """A write through a new name leaves no event in the original's directory: a new file with other
+    names makes the diff walk the whole tree."""
+    write(tmp_path, "a/f.txt", "aaaa\n")
+    write(tmp_path, "b/g.txt")
+    with tracker.take_snapshot(tmp_path) as before:
+        assert before._rescan == frozenset()
+        os.link(tmp_path / "a/f.txt", tmp_path / "b/f_link.txt")
+        with open(tmp_path / "b/f_link.txt", "r+b") as fh:
+            fh.write(b"bb")
+        result = check(before, changes(created=["b/f_link.txt"], modified=["a/f.txt"]), "full")
+        assert "hard links" in (result.reason or "")
+
+
 def test_skipped_directory_is_walked_as_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A directory that vanished (or could not be watched) during the snapshot is not in it; its parent is
     always scanned so the diff finds it again, as the full walk does."""

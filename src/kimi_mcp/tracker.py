@@ -30,12 +30,14 @@ Fallbacks: ``diff`` walks the whole tree, exactly as without a watcher, when wat
 Linux, ``KIMI_MCP_TRACKER_WATCH=0``, no inotify instance left, the watch limit reached: at most a quarter
 of ``max_user_watches`` is used) or can no longer be trusted: the event queue overflowed, a watched
 directory was moved or renamed (its watches would map to stale paths; a new, unwatched directory may be
-renamed freely), a filesystem was unmounted, the root was replaced, or a changed directory cannot be read.
-``Changes.method`` and ``Changes.reason`` say which path was taken. Limits shared with every inotify user:
-writes that leave no event are not seen (a file hard-linked from outside the workspace *after* the
-snapshot and written through that other name; a shared ``mmap`` still mapped when ``diff`` runs, whose
-``close_write`` comes at unmap; changes made by another machine on a network filesystem); set
-``KIMI_MCP_TRACKER_WATCH=0`` where that matters.
+renamed freely), a filesystem was unmounted, the root was replaced, a changed directory cannot be read, or
+a new or changed file has other hard links (written through another name, a file leaves no event in its
+own directory). ``Changes.method`` and ``Changes.reason`` say which path was taken. Limits shared with
+every inotify user: writes that leave no event are not seen (a file given a second name *after* the
+snapshot where no tracked directory sees it, outside the workspace or in an ignored or excluded directory,
+and written through that name; a shared ``mmap`` still mapped when ``diff`` runs, whose ``close_write``
+comes at unmap; changes made by another machine on a network filesystem); set ``KIMI_MCP_TRACKER_WATCH=0``
+where that matters.
 
 POSIX only (directory file descriptors, ``O_NOFOLLOW``).
 """
@@ -576,10 +578,10 @@ def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Change
             reason = plan
         else:
             changes = _diff_dirty(before, options, *plan)
-            if changes is not None:
+            if not isinstance(changes, str):
                 changes.method = "watched"
                 return changes
-            reason = "a changed directory could not be read"
+            reason = changes
     log.debug("tracker: walking the whole tree (%s)", reason)
     changes = _diff_full(before, options)
     changes.reason = reason
@@ -628,6 +630,7 @@ class _DiffWalk:
         "deleted",
         "visited",
         "unreadable",
+        "linked",
     )
 
     def __init__(self, before: Snapshot, options: TrackerOptions) -> None:
@@ -641,11 +644,13 @@ class _DiffWalk:
         self.deleted: list[str] = []
         self.visited: list[str] = []  # snapshot directories that were walked again
         self.unreadable: list[str] = []  # directories we may not read: their files are not reported
+        # Watched diffs only: changed or new files with another name the watcher may not see written.
+        self.linked: list[str] | None = None
 
     def fresh(self) -> _DiffWalk:
         """A walker sharing this one's configuration, with no findings."""
         other = object.__new__(_DiffWalk)
-        for name in ("before", "root", "old_dirs", "rules", "excluded"):
+        for name in ("before", "root", "old_dirs", "rules", "excluded", "linked"):
             setattr(other, name, getattr(self, name))
         for name in ("created", "modified", "deleted", "visited", "unreadable"):
             setattr(other, name, [])
@@ -763,6 +768,8 @@ class _DiffWalk:
         old_ident = self.before._ident_at(slot)
         if ident is None or old_ident is None or ident != old_ident:
             self.modified.append(_join(rel, name))
+        if self.linked is not None and st.st_nlink > 1 and rel not in self.before._rescan:
+            self.linked.append(_join(rel, name))  # linked since the snapshot
         return True
 
     def _unknown_entry(
@@ -781,6 +788,8 @@ class _DiffWalk:
             rel, name, False
         ):
             self.created.append(_join(rel, name))
+            if self.linked is not None and _has_other_names(entry):
+                self.linked.append(_join(rel, name))
 
     def _ignored(self, rel: str, name: str, is_dir: bool) -> bool:
         chain = self.rules.chain_for(rel)
@@ -794,6 +803,13 @@ class _DiffWalk:
                 continue
             self.deleted.extend(_join(rel, name) for name in self.before._dir_names(old))
         return Changes(sorted(set(self.created)), sorted(set(self.modified)), sorted(set(self.deleted)))
+
+
+def _has_other_names(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_nlink > 1
+    except OSError:
+        return True  # cannot tell
 
 
 def _join(rel: str, name: str) -> str:
@@ -823,12 +839,17 @@ def _watch_plan(before: Snapshot) -> tuple[set[str], set[str]] | str:
     return before._watch.plan()  # type: ignore[union-attr]
 
 
-def _diff_dirty(before: Snapshot, options: TrackerOptions, dirty: set[str], gone: set[str]) -> Changes | None:
+def _diff_dirty(before: Snapshot, options: TrackerOptions, dirty: set[str], gone: set[str]) -> Changes | str:
     """``diff`` limited to what the watcher saw: scan the dirty directories (and those always scanned),
     walk new directories whole, and take every other snapshot directory as unchanged. A deleted directory is
     scanned like a dirty one: if it is back, it was recreated unwatched and is walked whole; if not, its files
-    are reported deleted. None if a directory could not be read (the full walk decides what that hides)."""
+    are reported deleted.
+
+    Returns why the full walk must decide instead if a changed directory could not be read (the full walk
+    decides what that hides), or if a new or changed file has other hard links (one of its other names may
+    sit in a directory that saw no event although the file's content changed)."""
     walk = _DiffWalk(before, options)
+    walk.linked = []
     old_dirs = before._dirs
     todo = sorted(dirty | gone | before._rescan, reverse=True)  # any order gives the same result
     scanned: set[str] = set()
@@ -843,7 +864,9 @@ def _diff_dirty(before: Snapshot, options: TrackerOptions, dirty: set[str], gone
         todo.extend(sub for sub in found if sub not in old_dirs or sub in gone)
         found.clear()
     if walk.unreadable:
-        return None
+        return f"a changed directory could not be read: {walk.unreadable[0]!r}"
+    if walk.linked:
+        return f"a changed file has other hard links: {walk.linked[0]!r}"
     walk.visited.extend(rel for rel in old_dirs if rel not in scanned)
     return walk.finish()
 
