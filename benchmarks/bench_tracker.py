@@ -169,7 +169,7 @@ def main() -> int:
         rss: list[float] = []
         times: dict[str, list[float]] = {"watched": [], "full": [], "serial": [], "git": []}
         rss_base = proc.memory_info().rss
-        n_forked = 0
+        n_forked = n_watches = 0
         for run in range(args.runs):
             t0 = time.perf_counter()
             snapshot = take_snapshot(root)
@@ -180,6 +180,7 @@ def main() -> int:
                     f"run {run}: WARNING: the snapshot is not watching ({snapshot._unwatched})",
                     file=sys.stderr,
                 )
+            n_watches = len(snapshot._watch or ())
             expected = apply_changes(root, tracked, args.changes, rng, run)
             run_ok = True
             for rnd in range(args.rounds):
@@ -244,6 +245,7 @@ def main() -> int:
             f"{'peak while taking it, per file':<36}{peak_per_file:>10.1f} B       "
             f"({peak_per_file * n_files * mb:.1f} MB)"
         )
+        print(f"inotify watches held by a snapshot: {n_watches:,} (one per walked directory)")
         print(f"full walk forked a helper in {n_forked}/{len(times['full'])} samples (cpus={os.cpu_count()})")
         print(f"load average at start/end: {load_start} / {os.getloadavg()[0]:.2f}")
     finally:
