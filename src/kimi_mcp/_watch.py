@@ -72,8 +72,10 @@ snapshot skips it, as it skips a directory it cannot open."""
 
 def open_watcher() -> Watcher | str:
     """A new watcher with its drain thread running, or why there is none (logged at debug)."""
-    if INotify is None or not sys.platform.startswith("linux"):
-        return _unavailable("inotify is not available on this platform")
+    if not sys.platform.startswith("linux"):
+        return _unavailable("inotify is Linux-only")
+    if INotify is None:
+        return _unavailable("inotify_simple cannot be imported")
     try:
         inotify = INotify(inheritable=False, nonblocking=True)
     except OSError as exc:  # EMFILE: the user's inotify instances are used up; ENOSYS...
