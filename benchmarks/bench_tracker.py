@@ -2,30 +2,36 @@
 
 Run: ``uv run python benchmarks/bench_tracker.py [--files 100000] [--runs 3]``
 
-Each run takes a fresh snapshot, applies a fresh set of changes (creates, modifies incl. one same-size edit,
-deletes), then times, interleaved for ``--rounds`` rounds, ``diff()`` (the default, possibly forked-parallel
-path, and the in-process serial path) and ``git status``; every diff must find exactly the applied changes.
-The changes are then committed so every run's ``git status`` sees the same amount of change. Prints medians
-over all samples; exits 1 if any diff was wrong.
+Each run takes a fresh snapshot (watching its directories, as the server does while Kimi starts up), then a
+separate shell process applies a fresh set of changes (creates in new and existing directories, appends, one
+same-size edit, deletes, an ignored file), as Kimi's tools do. Then, interleaved for ``--rounds`` rounds, it
+times the watched ``diff()`` (only the directories inotify saw change), the full walk (``diff()``'s fallback:
+forks a helper on 2+ CPUs), the full walk in-process, and ``git status``; every diff must find exactly the
+applied changes, and the watched one must not have fallen back. The changes are then committed so every
+run's ``git status`` sees the same amount of change. Prints medians over all samples, the ratios to git, and
+the snapshot's memory per tracked file; exits 1 if any diff was wrong.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 import psutil
 
 from kimi_mcp import tracker
-from kimi_mcp.tracker import Changes, diff, take_snapshot
+from kimi_mcp.tracker import Changes, TrackerOptions, diff, take_snapshot
 
 GIT = ["git", "-c", "user.email=b@b", "-c", "user.name=b", "-c", "commit.gpgsign=false"]
 
@@ -61,46 +67,60 @@ def time_git_status(root: Path) -> float:
 
 
 def apply_changes(root: Path, tracked: list[str], n: int, rng: random.Random, run: int) -> Changes:
-    """Create/modify/delete ``n`` files (one modification keeps the size); returns the expected Changes."""
+    """Create/modify/delete ``n`` files from a separate shell process (one modification keeps the size);
+    returns the expected Changes."""
     n_mod = n // 3
     n_del = n // 3
     n_new = n - n_mod - n_del
     victims = rng.sample([p for p in tracked if p != ".gitignore"], n_mod + n_del)
     modified, deleted = victims[:n_mod], victims[n_mod:]
+    script = ["set -e"]
     for i, rel in enumerate(modified):
-        path = root / rel
+        q = shlex.quote(rel)
         if i == 0:  # same size, different content
-            data = path.read_bytes()
-            path.write_bytes(b"%" + data[1:])
+            script.append(f"printf '%%' | dd of={q} bs=1 count=1 conv=notrunc status=none")
         else:
-            with open(path, "a") as fh:
-                fh.write(f"EDITED = {run}\n")
+            script.append(f"printf 'EDITED = {run}\\n' >> {q}")
+    script.append("rm -f " + " ".join(shlex.quote(rel) for rel in deleted))
     for rel in deleted:
-        (root / rel).unlink()
         tracked.remove(rel)
     created = []
     for i in range(n_new):
         rel = f"new_run{run}/batch{i % 4}/created_{i}.py" if i % 2 else f"pkg{i:03d}/mod0/new_{run}_{i}.py"
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"CREATED = {i}\n")
+        script.append(f"mkdir -p {shlex.quote(rel.rpartition('/')[0])}")
+        script.append(f"printf 'CREATED = {i}\\n' > {shlex.quote(rel)}")
         created.append(rel)
         tracked.append(rel)
-    (root / f"pkg000/ignored_{run}.log").write_text("ignored\n")  # must not show up
+    script.append(f"echo ignored > pkg000/ignored_{run}.log")  # must not show up
+    subprocess.run(["sh", "-c", "\n".join(script)], cwd=root, check=True)
     return Changes(sorted(created), sorted(modified), sorted(deleted))
 
 
-def timed_diff(snapshot: tracker.Snapshot, default: bool) -> tuple[float, Changes, bool]:
-    """Time one diff: the default path (forks a helper if worthwhile) or forced serial."""
-    if not default:
+def timed_diff(snapshot: tracker.Snapshot, how: str) -> tuple[float, Changes]:
+    """Time one diff: ``watched`` (the default), ``full`` (the fallback walk, forking a helper if worthwhile)
+    or ``serial`` (the fallback walk in-process)."""
+    if how == "serial":
         os.environ["KIMI_MCP_TRACKER_FORK"] = "0"
     try:
-        forked = tracker._parallel_ok(snapshot)
         start = time.perf_counter()
-        result = diff(snapshot)
-        return time.perf_counter() - start, result, forked
+        result = diff(snapshot) if how == "watched" else tracker._diff_full(snapshot, TrackerOptions())
+        return time.perf_counter() - start, result
     finally:
         os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
+
+
+def snapshot_memory(root: Path) -> tuple[int, float, float]:
+    """(tracked files, bytes per file held by a Snapshot, transient peak per file while taking it), by
+    tracemalloc (Python allocations; the kernel's inotify watches are not counted)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with take_snapshot(root) as snapshot:
+            held, peak = tracemalloc.get_traced_memory()
+            n = len(snapshot)
+    finally:
+        tracemalloc.stop()
+    return n, held / n, peak / n
 
 
 def report_mismatch(run: int, name: str, result: Changes, expected: Changes) -> None:
@@ -143,57 +163,90 @@ def main() -> int:
             f"tree: {len(tracked):,} tracked files in {root} (generated {t_gen:.1f}s, git {t_git_setup:.1f}s)"
         )
 
+        n_files, held_per_file, peak_per_file = snapshot_memory(root)
         rng = random.Random(1234)
-        snaps, par, ser, gits, rss = [], [], [], [], []
+        snaps: list[float] = []
+        rss: list[float] = []
+        times: dict[str, list[float]] = {"watched": [], "full": [], "serial": [], "git": []}
         rss_base = proc.memory_info().rss
-        n_forked = 0
+        n_forked = n_watches = 0
         for run in range(args.runs):
             t0 = time.perf_counter()
             snapshot = take_snapshot(root)
             snaps.append(time.perf_counter() - t0)
             rss.append(proc.memory_info().rss)
+            if not snapshot.watching:
+                print(
+                    f"run {run}: WARNING: the snapshot is not watching ({snapshot._unwatched})",
+                    file=sys.stderr,
+                )
+            n_watches = len(snapshot._watch or ())
             expected = apply_changes(root, tracked, args.changes, rng, run)
+            run_ok = True
             for rnd in range(args.rounds):
                 # Interleave the contenders and rotate who goes first after the writes.
-                order = [("default", True), ("serial", False), ("git", None)]
-                k = (run + rnd) % 3
-                for name, default in order[k:] + order[:k]:
-                    if default is None:
-                        gits.append(time_git_status(root))
+                order = ["watched", "full", "serial", "git"]
+                k = (run + rnd) % len(order)
+                for how in order[k:] + order[:k]:
+                    if how == "git":
+                        times["git"].append(time_git_status(root))
                         continue
-                    elapsed, result, forked = timed_diff(snapshot, default)
-                    (par if default else ser).append(elapsed)
-                    n_forked += forked and default
+                    if how == "full":
+                        n_forked += tracker._parallel_ok(snapshot)
+                    elapsed, result = timed_diff(snapshot, how)
+                    times[how].append(elapsed)
                     if result != expected:
-                        ok = False
-                        report_mismatch(run, name, result, expected)
+                        run_ok = False
+                        report_mismatch(run, how, result, expected)
+                    if how == "watched" and result.method != "watched":
+                        run_ok = False
+                        print(
+                            f"run {run}: watched diff FELL BACK to a full walk: {result.reason}",
+                            file=sys.stderr,
+                        )
+            ok = ok and run_ok
             n_found = sum(len(getattr(expected, f)) for f in ("created", "modified", "deleted"))
-            print(f"run {run}: {n_found} changes applied; diff {'OK' if ok else 'MISMATCH'}")
+            print(f"run {run}: {n_found} changes applied by a shell; diffs {'OK' if run_ok else 'MISMATCH'}")
+            snapshot.close()
             del snapshot
             git(root, "add", "-A")
             git(root, "commit", "-qm", f"run {run}")
             time_git_status(root)
 
         def row(label: str, values: list[float], unit: str = "s", scale: float = 1.0) -> None:
-            digits = 1 if unit == "MB" else 3
+            digits = 1 if unit in ("MB", "B") else 3
             shown = ", ".join(f"{v * scale:.{digits}f}" for v in values)
-            print(f"{label:<34}{statistics.median(values) * scale:>10.{digits}f} {unit:<3} [{shown}]")
+            print(f"{label:<36}{statistics.median(values) * scale:>10.{digits}f} {unit:<3} [{shown}]")
+
+        git_median = statistics.median(times["git"])
+
+        def ratio(label: str, how: str, note: str = "") -> None:
+            print(f"{label:<36}{statistics.median(times[how]) / git_median:>10.2f}     {note}")
 
         print()
-        print(f"{'metric':<34}{'median':>10}     samples")
-        row("take_snapshot", snaps)
-        row("diff() default path", par)
-        row("diff() serial (fork disabled)", ser)
-        row("git status --porcelain -uall", gits)
-        ratio = statistics.median(par) / statistics.median(gits)
-        ratio_serial = statistics.median(ser) / statistics.median(gits)
-        print(f"{'ratio tracker_diff / git_status':<34}{ratio:>10.2f}     (target <= 1.0)")
-        print(f"{'ratio serial_diff / git_status':<34}{ratio_serial:>10.2f}")
+        print(f"{'metric':<36}{'median':>10}     samples")
+        row("take_snapshot (watching)", snaps)
+        row("diff() watched", times["watched"])
+        row("full walk (default: forked helper)", times["full"])
+        row("full walk serial (fork disabled)", times["serial"])
+        row("git status --porcelain -uall", times["git"])
+        ratio("ratio watched_diff / git_status", "watched", "(target <= 1.0)")
+        ratio("ratio full_walk / git_status", "full", "(the fallback)")
+        ratio("ratio serial_walk / git_status", "serial")
         mb = 1 / (1024 * 1024)
         row("RSS before any snapshot", [rss_base], "MB", mb)
         row("RSS with snapshot held", rss, "MB", mb)
-        print(f"{'':<34}{'':>10}     (target <= 100 MB)")
-        print(f"default diff forked a helper in {n_forked}/{len(par)} samples (cpus={os.cpu_count()})")
+        print(f"{'':<36}{'':>10}     (target <= 100 MB)")
+        print(
+            f"{'Snapshot memory per tracked file':<36}{held_per_file:>10.1f} B       "
+            f"(tracemalloc, {n_files:,} files: {held_per_file * n_files * mb:.1f} MB held)"
+        )
+        print(
+            f"{'peak while taking it, per file':<36}{peak_per_file:>10.1f} B       "
+            f"({peak_per_file * n_files * mb:.1f} MB)"
+        )
+        print(f"inotify watches held by a snapshot: {n_watches:,} (one per walked directory)")
+        print(f"full walk forked a helper in {n_forked}/{len(times['full'])} samples (cpus={os.cpu_count()})")
         print(f"load average at start/end: {load_start} / {os.getloadavg()[0]:.2f}")
     finally:
         if args.keep:

@@ -15,14 +15,43 @@ from kimi_mcp import tracker
 from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, is_secret_path
 from kimi_mcp.tracker import (
     Changes,
+    Snapshot,
     TrackerOptions,
     TruncatedItem,
     collect_contents,
-    diff,
-    take_snapshot,
 )
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX semantics")
+CAN_WATCH = sys.platform.startswith("linux")
+DEFAULTS = TrackerOptions()
+
+
+@pytest.fixture(params=["watched", "full"])
+def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with snapshots that watch their directories (Linux) and with snapshots that do not."""
+    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "1" if request.param == "watched" else "0")
+    return request.param
+
+
+both_ways = pytest.mark.usefixtures("watch_mode")
+
+
+def take_snapshot(root: Path, options: TrackerOptions = DEFAULTS) -> Snapshot:
+    """tracker.take_snapshot, checking it watches exactly when it should."""
+    snapshot = tracker.take_snapshot(root, options)
+    wanted = CAN_WATCH and os.environ.get("KIMI_MCP_TRACKER_WATCH") != "0"
+    assert snapshot.watching == wanted, snapshot._unwatched
+    return snapshot
+
+
+def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
+    """tracker.diff, checked against a full walk of the same snapshot: whatever path ``diff`` takes, the
+    result must be the full walk's, and it must say which path it took."""
+    watching = before.watching
+    result = tracker.diff(before, options)
+    assert result == tracker._diff_full(before, options), "the watched diff differs from the full walk"
+    assert result.method == ("watched" if watching and before.watching else "full"), result.reason
+    return result
 
 
 def write(root: Path, rel: str, data: str | bytes = "x\n") -> Path:
@@ -59,6 +88,7 @@ def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:
 # ------------------------------------------------------------------------------------------------ diff
 
 
+@both_ways
 def test_created_modified_deleted(tmp_path: Path) -> None:
     write(tmp_path, "keep.txt", "keep\n")
     write(tmp_path, "edit.txt", "old\n")
@@ -78,6 +108,7 @@ def test_created_modified_deleted(tmp_path: Path) -> None:
     )
 
 
+@both_ways
 def test_no_changes_is_empty(tmp_path: Path) -> None:
     for i in range(30):
         write(tmp_path, f"d{i % 3}/f{i}.txt", f"{i}\n")
@@ -86,6 +117,7 @@ def test_no_changes_is_empty(tmp_path: Path) -> None:
     assert diff(before) == changes()  # the snapshot is not consumed
 
 
+@both_ways
 def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     write(tmp_path, "same.txt", "same\n")
     write(tmp_path, "replaced.txt", "same too\n")
@@ -98,6 +130,7 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     assert diff(before) == changes()
 
 
+@both_ways
 @pytest.mark.parametrize("trust_dir_stat", [True, False])
 def test_same_size_edit_with_restored_mtime_is_modified(
     tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
@@ -113,6 +146,7 @@ def test_same_size_edit_with_restored_mtime_is_modified(
     assert diff(before) == changes(modified=["f.txt"])
 
 
+@both_ways
 @pytest.mark.parametrize("dir_trusted", [True, False])
 def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path, dir_trusted: bool) -> None:
     write(tmp_path, "f.txt", "aaaa\n")
@@ -125,6 +159,7 @@ def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path, dir_
     assert diff(before) == changes(modified=["f.txt"])
 
 
+@both_ways
 def test_settled_file_with_identical_stat_key_takes_fast_path(tmp_path: Path, settled: None) -> None:
     # Control for the test above: proves the fast path exists (diff does not re-hash everything) and that
     # the racy rule is what catches the edit there.
@@ -135,6 +170,7 @@ def test_settled_file_with_identical_stat_key_takes_fast_path(tmp_path: Path, se
     assert diff(before) == changes()
 
 
+@both_ways
 def test_racy_double_write_around_snapshot_is_detected(tmp_path: Path) -> None:
     path = tmp_path / "f.txt"
     for i in range(20):
@@ -145,6 +181,7 @@ def test_racy_double_write_around_snapshot_is_detected(tmp_path: Path) -> None:
         assert diff(before) == changes(modified=["f.txt"]), i
 
 
+@both_ways
 def test_file_in_new_directory_and_deleted_directory(tmp_path: Path) -> None:
     for rel in ("old/a.txt", "old/sub/b.txt", "old/sub/deeper/c.txt", "stay.txt"):
         write(tmp_path, rel)
@@ -159,6 +196,7 @@ def test_file_in_new_directory_and_deleted_directory(tmp_path: Path) -> None:
     )
 
 
+@both_ways
 def test_file_replaced_by_directory_and_back(tmp_path: Path) -> None:
     write(tmp_path, "x")
     write(tmp_path, "d/inner.txt")
@@ -171,6 +209,7 @@ def test_file_replaced_by_directory_and_back(tmp_path: Path) -> None:
     assert diff(before) == changes(created=["d", "x/child.txt"], deleted=["d/inner.txt", "x"])
 
 
+@both_ways
 def test_empty_files(tmp_path: Path) -> None:
     write(tmp_path, "was_empty.txt", b"")
     write(tmp_path, "stays_empty.txt", b"")
@@ -185,6 +224,7 @@ def test_empty_files(tmp_path: Path) -> None:
     assert report.truncated == [] and report.binary_files == []
 
 
+@both_ways
 def test_unicode_filenames(tmp_path: Path) -> None:
     write(tmp_path, "café/naïve.txt", "1\n")
     before = take_snapshot(tmp_path)
@@ -198,6 +238,7 @@ def test_unicode_filenames(tmp_path: Path) -> None:
     assert report.file_contents["emoji_🚀.txt"] == "🚀\n"
 
 
+@both_ways
 def test_excluded_heavy_directories(tmp_path: Path) -> None:
     assert {".git", "node_modules", ".venv", "__pycache__", ".tox", ".nox", ".jj"} <= DEFAULT_EXCLUDED_DIRS
     write(tmp_path, "app.py")
@@ -220,6 +261,7 @@ def test_excluded_heavy_directories(tmp_path: Path) -> None:
     )
 
 
+@both_ways
 def test_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs")
@@ -236,6 +278,7 @@ def test_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ symlinks
 
 
+@both_ways
 @posix_only
 def test_symlink_to_outside_file_is_reported_but_never_read(tmp_path: Path) -> None:
     root = tmp_path / "ws"
@@ -252,6 +295,7 @@ def test_symlink_to_outside_file_is_reported_but_never_read(tmp_path: Path) -> N
     assert "TOP-SECRET-OUTSIDE-CONTENT" not in repr(report)
 
 
+@both_ways
 @posix_only
 def test_symlink_retarget_and_type_change_are_modifications(tmp_path: Path) -> None:
     write(tmp_path, "t1.txt", "one\n")
@@ -268,6 +312,7 @@ def test_symlink_retarget_and_type_change_are_modifications(tmp_path: Path) -> N
     assert diff(before) == changes(modified=["link", "plain.txt", "t1.txt"])
 
 
+@both_ways
 @posix_only
 def test_symlinked_directory_is_not_followed(tmp_path: Path) -> None:
     root = tmp_path / "ws"
@@ -284,6 +329,7 @@ def test_symlinked_directory_is_not_followed(tmp_path: Path) -> None:
     assert "OUTSIDE-DIR-CONTENT" not in repr(report)
 
 
+@both_ways
 @posix_only
 def test_snapshot_does_not_descend_symlinked_directory(tmp_path: Path) -> None:
     root = tmp_path / "ws"
@@ -299,6 +345,7 @@ def test_snapshot_does_not_descend_symlinked_directory(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ gitignore
 
 
+@both_ways
 def test_gitignore_root_nested_negation_and_info_exclude(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "*.log\nbuild/\n/root_only.txt\n!keep.log\n")
     write(tmp_path, ".git/info/exclude", "# local excludes\nscratch/\n")
@@ -337,6 +384,7 @@ def test_gitignore_root_nested_negation_and_info_exclude(tmp_path: Path) -> None
     )
 
 
+@both_ways
 def test_gitignore_cannot_reinclude_below_ignored_directory(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "logs/\n!logs/keep.txt\n")
     before = take_snapshot(tmp_path)
@@ -345,6 +393,7 @@ def test_gitignore_cannot_reinclude_below_ignored_directory(tmp_path: Path) -> N
     assert diff(before) == changes()
 
 
+@both_ways
 def test_gitignore_ignored_files_in_snapshot_are_not_tracked(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "dist/\n*.pyc\n")
     write(tmp_path, "dist/bundle.js", "v1")
@@ -359,6 +408,7 @@ def test_gitignore_ignored_files_in_snapshot_are_not_tracked(tmp_path: Path) -> 
     assert diff(before) == changes(deleted=["m.py"])
 
 
+@both_ways
 def test_gitignore_respected_without_git_repo_and_can_be_disabled(tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "*.log\n")
     before = take_snapshot(tmp_path, TrackerOptions(respect_gitignore=False))
@@ -369,6 +419,7 @@ def test_gitignore_respected_without_git_repo_and_can_be_disabled(tmp_path: Path
     assert diff(before) == changes()
 
 
+@both_ways
 def test_gitignore_edited_during_turn(tmp_path: Path) -> None:
     # Paths that existed at snapshot time keep their classification; new paths follow the new rules.
     write(tmp_path, ".gitignore", "*.log\n")
@@ -606,10 +657,11 @@ def _churn(root: Path) -> Changes:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_parallel_diff_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")  # the forked helper is part of the full walk
     _busy_tree(tmp_path)
     before = take_snapshot(tmp_path)
     expected = _churn(tmp_path)
-    assert diff(before) == expected  # serial: below PARALLEL_MIN_FILES
+    assert tracker.diff(before) == expected  # serial: below PARALLEL_MIN_FILES
     forks: list[object] = []
     real_fork_walk = tracker._fork_walk
 
@@ -620,12 +672,13 @@ def test_parallel_diff_matches_serial(tmp_path: Path, monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
     monkeypatch.setattr(tracker, "_fork_walk", spy)
-    assert diff(before) == expected
+    assert tracker.diff(before) == expected
     assert len(forks) == 1 and forks[0] is not None
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_parallel_diff_falls_back_when_child_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
     _busy_tree(tmp_path)
     before = take_snapshot(tmp_path)
     expected = _churn(tmp_path)
@@ -657,6 +710,7 @@ def test_unchanged_directories_are_not_listed(
         write(tmp_path, rel, "one\n" if rel.endswith("edit.txt") else "same\n")
     write(tmp_path, "d5/deep/er/f.txt")
     monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
+    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")  # the full walk's own shortcut (see test_tracker_watch)
     before = take_snapshot(tmp_path)
     expected = _scenario(tmp_path)
     fast: list[str] = []
@@ -667,13 +721,14 @@ def test_unchanged_directories_are_not_listed(
         return real(self, dir_fd, rel, old, stack)
 
     monkeypatch.setattr(tracker._DiffWalk, "_scan_unchanged_dir", spy)
-    assert diff(before) == expected
+    assert tracker.diff(before) == expected
     if trust_dir_stat:
         assert sorted(fast) == ["", "d1", "d5", "d5/deep", "d5/deep/er"]
     else:
         assert fast == []
 
 
+@both_ways
 def test_racy_directory_is_always_listed(tmp_path: Path) -> None:
     write(tmp_path, "d/a.txt")
     before = take_snapshot(tmp_path)  # d was just created: its stat is not trusted
@@ -682,6 +737,7 @@ def test_racy_directory_is_always_listed(tmp_path: Path) -> None:
     assert diff(before) == changes(created=["d/b.txt"])
 
 
+@both_ways
 def test_very_deep_tree(tmp_path: Path) -> None:
     levels = [tmp_path]
     try:

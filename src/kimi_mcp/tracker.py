@@ -14,6 +14,31 @@ and only paths that appeared since are matched against the current ignore rules.
 during the turn neither reports still-present files as deleted nor floods previously-ignored files in as
 created, while new build output under a new ignore pattern stays hidden.
 
+Watching (Linux): ``take_snapshot`` also opens an inotify instance (``_watch.py``) and watches every directory
+it walks *before* listing it (create, delete, modify, attrib, close_write, moves, delete_self, move_self; no
+access/open events, so the tracker's own reads dirty nothing). Anything that happens in a directory after
+it was listed therefore leaves an event, and ``diff`` re-examines only the *dirty* directories with the same
+per-directory code as the full walk: listing, stat fast path, re-hash when needed, ignore rules for new
+paths. A subdirectory that is new (or was deleted and recreated, so unwatched) is walked whole; one that
+vanished has all its files reported deleted; every other directory is taken as unchanged without being
+touched. Directories the watcher cannot vouch for are scanned every time: those holding a file that was
+unreadable or had other hard links at snapshot time (a write through another name leaves no event here),
+and the parents of directories the snapshot had to skip. A daemon thread drains the kernel queue during
+the turn so a burst of writes does not overflow it. The snapshot owns the instance: ``Snapshot.close()``.
+
+Fallbacks: ``diff`` walks the whole tree, exactly as without a watcher, when watching never started (not
+Linux, ``KIMI_MCP_TRACKER_WATCH=0``, no inotify instance left, the watch limit reached: at most a quarter
+of ``max_user_watches`` is used) or can no longer be trusted: the event queue overflowed, a watched
+directory was moved or renamed (its watches would map to stale paths; a new, unwatched directory may be
+renamed freely), a filesystem was unmounted, the root was replaced, a changed directory cannot be read, or
+a new or changed file has other hard links (written through another name, a file leaves no event in its
+own directory). ``Changes.method`` and ``Changes.reason`` say which path was taken. Limits shared with
+every inotify user: writes that leave no event are not seen (a file given a second name *after* the
+snapshot where no tracked directory sees it, outside the workspace or in an ignored or excluded directory,
+and written through that name; a shared ``mmap`` still mapped when ``diff`` runs, whose ``close_write``
+comes at unmap; changes made by another machine on a network filesystem); set ``KIMI_MCP_TRACKER_WATCH=0``
+where that matters.
+
 POSIX only (directory file descriptors, ``O_NOFOLLOW``).
 """
 
@@ -30,6 +55,7 @@ import stat as stat_mod
 import sys
 import time
 import warnings
+import weakref
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,6 +65,8 @@ from typing import Literal
 from xxhash import xxh3_64, xxh3_64_intdigest
 
 from ._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, chain_ignores, is_secret_path
+from ._logging import get_logger
+from ._watch import Watcher, open_watcher
 
 __all__ = [
     "Changes",
@@ -50,6 +78,8 @@ __all__ = [
     "diff",
     "take_snapshot",
 ]
+
+log = get_logger("tracker")
 
 RACY_WINDOW_NS = 50_000_000
 """A file whose mtime/ctime is this close to (or after) the snapshot start may change again without its
@@ -89,11 +119,18 @@ class TrackerOptions:
 
 @dataclass
 class Changes:
-    """Sorted POSIX paths relative to the root."""
+    """Sorted POSIX paths relative to the root.
+
+    ``method`` says how ``diff`` found them: ``"watched"`` (only directories the watcher saw change were
+    re-examined) or ``"full"`` (the whole tree was walked), and ``reason`` why the full walk was used. Both
+    are diagnostics: they take no part in ``==``.
+    """
 
     created: list[str] = field(default_factory=list)
     modified: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    method: Literal["watched", "full"] = field(default="full", compare=False)
+    reason: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -121,13 +158,13 @@ class ContentReport:
 
 class _Dir:
     """One walked directory of a snapshot. Its tracked files are ``count`` consecutive slots from ``base`` of
-    the snapshot's flat arrays; their names are ``Snapshot._names[name_start:name_end]``, NUL-separated."""
+    the snapshot's flat arrays; their names are ``names``, NUL-separated (one string per directory: a
+    non-ASCII name widens only its own directory's string)."""
 
     __slots__ = (
         "base",
         "count",
-        "name_start",
-        "name_end",
+        "names",
         "subdirs",
         "ign_files",
         "ign_dirs",
@@ -139,7 +176,7 @@ class _Dir:
         self,
         base: int,
         count: int,
-        name_span: tuple[int, int],
+        names: str,
         subdirs: frozenset[str],
         ign_files: frozenset[str],
         ign_dirs: frozenset[str],
@@ -147,7 +184,7 @@ class _Dir:
     ) -> None:
         self.base = base
         self.count = count
-        self.name_start, self.name_end = name_span
+        self.names = names
         self.subdirs = subdirs
         self.ign_files = ign_files
         self.ign_dirs = ign_dirs
@@ -156,33 +193,91 @@ class _Dir:
 
 
 class Snapshot:
-    """The state of a tree at one moment; opaque apart from ``root``, ``started_ns`` and ``len()``.
+    """The state of a tree at one moment; opaque apart from ``root``, ``started_ns``, ``watching`` and ``len()``.
 
-    Compact and copy-on-write friendly: per tracked file only its name (in one big string), three int64 stat
-    fields, an inode (uint64) and a content identity are stored, in flat arrays; nothing per file is a Python
-    object that ``diff`` has to touch (so a forked helper does not copy the snapshot's pages).
+    Compact and copy-on-write friendly: per tracked file only its name (in its directory's string), three
+    int64 stat fields, an inode and a content hash (uint64) and the hash's kind (one byte) are stored, in
+    flat arrays (about 61 bytes per file); nothing per file is a Python object that ``diff`` has to touch (so
+    a forked helper does not copy the snapshot's pages).
+
+    It may own an inotify watcher (see the module docstring): ``close()`` it, or use the snapshot as a
+    context manager, once done diffing; ``diff`` never closes it. An unclosed snapshot closes its watcher
+    when it is garbage-collected.
     """
 
-    __slots__ = ("root", "started_ns", "_dirs", "_names", "_stats", "_inodes", "_idents", "_spec_cache")
+    __slots__ = (
+        "root",
+        "started_ns",
+        "_dirs",
+        "_stats",
+        "_inodes",
+        "_hashes",
+        "_kinds",
+        "_spec_cache",
+        "_root_id",
+        "_rescan",
+        "_watch",
+        "_unwatched",
+        "_finalizer",
+        "__weakref__",
+    )
 
-    def __init__(self, root: Path, started_ns: int, builder: _Builder, spec_cache: dict) -> None:
+    def __init__(
+        self, root: Path, started_ns: int, builder: _Builder, spec_cache: dict, watch: Watcher | str
+    ) -> None:
         self.root = root
         self.started_ns = started_ns
         self._dirs = builder.dirs
-        self._names = "".join(builder.names)
         self._stats = builder.stats  # size (-1 = racy: always re-hash), mtime_ns, ctime_ns per file
         self._inodes = builder.inodes
-        self._idents = builder.idents  # see _ident()
+        self._hashes = builder.hashes  # see _ident_at()
+        self._kinds = builder.kinds
         self._spec_cache = spec_cache
+        self._root_id = builder.root_id
+        self._rescan = frozenset(builder.rescan)  # directories the watcher cannot vouch for: always scanned
+        self._watch: Watcher | None = None
+        self._finalizer: weakref.finalize | None = None
+        if isinstance(watch, Watcher) and watch.active:
+            self._watch = watch
+            self._unwatched: str | None = None
+            self._finalizer = weakref.finalize(self, watch.close)
+        else:
+            self._unwatched = watch if isinstance(watch, str) else watch.reason
 
     def __len__(self) -> int:
-        return len(self._idents)
+        return len(self._kinds)
 
     def __repr__(self) -> str:
         return f"Snapshot(root={str(self.root)!r}, files={len(self)}, dirs={len(self._dirs)})"
 
+    @property
+    def watching(self) -> bool:
+        """True while an inotify watcher can still narrow ``diff`` down to the directories that changed."""
+        return self._watch is not None and self._watch.active
+
+    def close(self) -> None:
+        """Stop watching: end the watcher's thread and close its inotify descriptor. Idempotent; ``diff``
+        still works afterwards (it walks the whole tree)."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def _dir_names(self, record: _Dir) -> list[str]:
-        return self._names[record.name_start : record.name_end].split("\0") if record.count else []
+        return record.names.split("\0") if record.count else []
+
+    def _ident_at(self, slot: int) -> int | None:
+        """The ``_ident`` recorded for a file slot."""
+        kind = self._kinds[slot]
+        if kind == _KIND_FILE:
+            return self._hashes[slot]
+        if kind == _KIND_LINK:
+            return -1 - self._hashes[slot]
+        return None
 
     def _index(self, relpath: str) -> int | None:
         """Slot of a tracked file in the flat arrays (for tests and debugging)."""
@@ -193,18 +288,22 @@ class Snapshot:
         return record.base + names.index(name)
 
 
+_KIND_FILE, _KIND_LINK, _KIND_UNKNOWN = 0, 1, 2  # what Snapshot._hashes holds for a slot
+
+
 class _Builder:
     """Accumulates a snapshot while walking."""
 
-    __slots__ = ("dirs", "names", "name_len", "stats", "inodes", "idents")
+    __slots__ = ("dirs", "stats", "inodes", "hashes", "kinds", "rescan", "root_id")
 
     def __init__(self) -> None:
         self.dirs: dict[str, _Dir] = {}
-        self.names: list[str] = []
-        self.name_len = 0
         self.stats = array("q")
         self.inodes = array("Q")
-        self.idents: list[int | None] = []
+        self.hashes = array("Q")
+        self.kinds = bytearray()
+        self.rescan: set[str] = set()
+        self.root_id: tuple[int, int] | None = None
 
     def add_dir(
         self,
@@ -215,14 +314,15 @@ class _Builder:
         ign_dirs: list[str],
         stat: tuple[int, int, int] | None,
     ) -> None:
-        blob = "\0".join(names)
-        span = (self.name_len, self.name_len + len(blob))
-        self.names.append(blob)
-        self.name_len += len(blob)
-        base = len(self.idents) - len(names)
+        base = len(self.kinds) - len(names)
         self.dirs[rel] = _Dir(
-            base, len(names), span, _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
+            base, len(names), "\0".join(names), _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
         )
+
+    def skipped(self, rel: str) -> None:
+        """``rel`` could not be watched or walked: it is not in the snapshot, so ``diff`` walks it as new,
+        and its parent (which lists it as a subdirectory) is always scanned to get there."""
+        self.rescan.add(rel.rpartition("/")[0])
 
 
 # ---------------------------------------------------------------------------------------------- walking
@@ -294,40 +394,77 @@ def _is_racy(t: int, started_ns: int) -> bool:
 
 
 def take_snapshot(root: Path, options: TrackerOptions = TrackerOptions()) -> Snapshot:
-    """Walk ``root`` and record the stat key and content hash of every tracked file."""
+    """Walk ``root`` and record the stat key and content hash of every tracked file.
+
+    On Linux every walked directory is also watched with inotify (``KIMI_MCP_TRACKER_WATCH=0`` disables
+    this), so ``diff`` can skip the directories where nothing happened: ``close()`` the snapshot when done.
+    """
     root = Path(root)
     root_str = os.fspath(root)
     started_ns = time.time_ns()
-    excluded = _excluded(options)
     rules = IgnoreRules(root_str, enabled=options.respect_gitignore)
     builder = _Builder()
+    builder.root_id = _dir_id(os.stat(root_str))
+    watch = _start_watching()
+    watcher = watch if isinstance(watch, Watcher) else None
+    try:
+        _walk_snapshot(root_str, rules, _excluded(options), started_ns, builder, watcher)
+    except BaseException:
+        if watcher is not None:
+            watcher.close()
+        raise
+    _sum_subtrees(builder.dirs)
+    return Snapshot(root, started_ns, builder, rules.spec_cache, watch)
+
+
+def _walk_snapshot(
+    root: str,
+    rules: IgnoreRules,
+    excluded: frozenset[str],
+    started_ns: int,
+    builder: _Builder,
+    watcher: Watcher | None,
+) -> None:
     stack = [""]
     while stack:
         rel = stack.pop()
+        # Watch before listing: whatever happens in the directory after it was listed leaves an event.
+        if watcher is not None and not watcher.watch(
+            os.path.join(root, rel) if rel else root, rel, root=not rel
+        ):
+            builder.skipped(rel)
+            continue
         try:
-            dir_fd = _open_dir(root_str, rel)
+            dir_fd = _open_dir(root, rel)
         except OSError:
             if not rel:
                 raise
+            builder.skipped(rel)
             continue
-        mark = (len(builder.idents), len(stack))
+        mark = (len(builder.kinds), len(stack))
         try:
+            if not rel and watcher is not None and _dir_id(os.fstat(dir_fd)) != builder.root_id:
+                watcher.give_up("the workspace root was replaced while it was being snapshotted")
             _snapshot_dir(dir_fd, rel, rules, excluded, started_ns, stack, builder)
         except OSError:
             if not rel:
                 raise
             _truncate(builder, mark[0])  # forget a directory that failed half-way (and its subdirs)
             del stack[mark[1] :]
+            builder.skipped(rel)
         finally:
             os.close(dir_fd)
-    _sum_subtrees(builder.dirs)
-    return Snapshot(root, started_ns, builder, rules.spec_cache)
+
+
+def _dir_id(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def _truncate(builder: _Builder, n_files: int) -> None:
     del builder.stats[3 * n_files :]
     del builder.inodes[n_files:]
-    del builder.idents[n_files:]
+    del builder.hashes[n_files:]
+    del builder.kinds[n_files:]
 
 
 def _snapshot_dir(
@@ -346,7 +483,10 @@ def _snapshot_dir(
     subdirs: list[str] = []
     ign_files: list[str] = []
     ign_dirs: list[str] = []
-    stats, inodes, idents = builder.stats, builder.inodes, builder.idents
+    stats, inodes, hashes, kinds = builder.stats, builder.inodes, builder.hashes, builder.kinds
+    # An unreadable file, or one with other hard links (written through another name, it leaves no event
+    # here), makes the directory one that diff always scans, watcher or not.
+    rescan = False
     with os.scandir(dir_fd) as it:
         for entry in it:
             name = entry.name
@@ -373,7 +513,9 @@ def _snapshot_dir(
                 names.append(name)
                 stats.extend((-1, 0, 0))
                 inodes.append(0)
-                idents.append(None)
+                hashes.append(0)
+                kinds.append(_KIND_UNKNOWN)
+                rescan = True
                 continue
             if ident is _UNTRACKABLE:
                 continue
@@ -382,8 +524,21 @@ def _snapshot_dir(
             names.append(name)
             stats.extend((-1 if racy else st.st_size, mtime, ctime))
             inodes.append(st.st_ino)
-            idents.append(ident)  # type: ignore[arg-type]
+            if ident is None:
+                hashes.append(0)
+                kinds.append(_KIND_UNKNOWN)
+                rescan = True
+            elif ident >= 0:  # type: ignore[operator]
+                hashes.append(ident)  # type: ignore[arg-type]
+                kinds.append(_KIND_FILE)
+            else:
+                hashes.append(-1 - ident)  # type: ignore[operator]
+                kinds.append(_KIND_LINK)
+            if st.st_nlink > 1:
+                rescan = True
     builder.add_dir(rel, names, subdirs, ign_files, ign_dirs, dir_stat)
+    if rescan:
+        builder.rescan.add(rel)
 
 
 def _dir_stat(st: os.stat_result, started_ns: int) -> tuple[int, int, int] | None:
@@ -404,11 +559,37 @@ def _sum_subtrees(dirs: dict[str, _Dir]) -> None:
                 parent.weight += record.weight
 
 
-_NO_DIR = _Dir(0, 0, (0, 0), _EMPTY, _EMPTY, _EMPTY, None)
+_NO_DIR = _Dir(0, 0, "", _EMPTY, _EMPTY, _EMPTY, None)
 
 
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
-    """Walk the tree again and compare it with ``before`` (pass the options given to ``take_snapshot``).
+    """Compare the tree with ``before`` (pass the options given to ``take_snapshot``). ``before`` is neither
+    consumed nor closed: diffing it again compares with the same snapshot.
+
+    While ``before`` is watching, only the directories its watcher saw change are re-examined
+    (``Changes.method == "watched"``); otherwise, or if the watcher cannot be trusted (queue overflow, a
+    watched directory moved, the root replaced, an unreadable directory...), the whole tree is walked again
+    (``"full"``, with ``Changes.reason``). Both give the same result.
+    """
+    reason = before._unwatched
+    if before._watch is not None:
+        plan = _watch_plan(before)
+        if isinstance(plan, str):
+            reason = plan
+        else:
+            changes = _diff_dirty(before, options, *plan)
+            if not isinstance(changes, str):
+                changes.method = "watched"
+                return changes
+            reason = changes
+    log.debug("tracker: walking the whole tree (%s)", reason)
+    changes = _diff_full(before, options)
+    changes.reason = reason
+    return changes
+
+
+def _diff_full(before: Snapshot, options: TrackerOptions) -> Changes:
+    """Walk the whole tree again and compare it with ``before``.
 
     On Linux with 2+ usable CPUs and at least ``PARALLEL_MIN_FILES`` tracked files, part of the tree is
     walked by a forked child process: it inherits ``before`` (whose flat arrays it only reads, so few pages
@@ -449,6 +630,7 @@ class _DiffWalk:
         "deleted",
         "visited",
         "unreadable",
+        "linked",
     )
 
     def __init__(self, before: Snapshot, options: TrackerOptions) -> None:
@@ -462,11 +644,13 @@ class _DiffWalk:
         self.deleted: list[str] = []
         self.visited: list[str] = []  # snapshot directories that were walked again
         self.unreadable: list[str] = []  # directories we may not read: their files are not reported
+        # Watched diffs only: changed or new files with another name the watcher may not see written.
+        self.linked: list[str] | None = None
 
     def fresh(self) -> _DiffWalk:
         """A walker sharing this one's configuration, with no findings."""
         other = object.__new__(_DiffWalk)
-        for name in ("before", "root", "old_dirs", "rules", "excluded"):
+        for name in ("before", "root", "old_dirs", "rules", "excluded", "linked"):
             setattr(other, name, getattr(self, name))
         for name in ("created", "modified", "deleted", "visited", "unreadable"):
             setattr(other, name, [])
@@ -581,9 +765,11 @@ class _DiffWalk:
             if _S_ISDIR(st.st_mode) and name not in self.excluded and not self._ignored(rel, name, True):
                 stack.append(_join(rel, name))
             return False
-        old_ident = self.before._idents[slot]
+        old_ident = self.before._ident_at(slot)
         if ident is None or old_ident is None or ident != old_ident:
             self.modified.append(_join(rel, name))
+        if self.linked is not None and st.st_nlink > 1 and rel not in self.before._rescan:
+            self.linked.append(_join(rel, name))  # linked since the snapshot
         return True
 
     def _unknown_entry(
@@ -602,6 +788,8 @@ class _DiffWalk:
             rel, name, False
         ):
             self.created.append(_join(rel, name))
+            if self.linked is not None and _has_other_names(entry):
+                self.linked.append(_join(rel, name))
 
     def _ignored(self, rel: str, name: str, is_dir: bool) -> bool:
         chain = self.rules.chain_for(rel)
@@ -617,6 +805,13 @@ class _DiffWalk:
         return Changes(sorted(set(self.created)), sorted(set(self.modified)), sorted(set(self.deleted)))
 
 
+def _has_other_names(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.stat(follow_symlinks=False).st_nlink > 1
+    except OSError:
+        return True  # cannot tell
+
+
 def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
@@ -628,6 +823,59 @@ def _same_dir(dir_fd: int, recorded: tuple[int, int, int]) -> bool:
 
 def _under_any(rel: str, prefixes: list[str]) -> bool:
     return any(not p or rel == p or rel.startswith(p + "/") for p in prefixes)
+
+
+# ---------------------------------------------------------------------------------------------- watched diff
+
+
+def _watch_plan(before: Snapshot) -> tuple[set[str], set[str]] | str:
+    """The watcher's ``(dirty, gone)`` directories, or why the whole tree must be walked."""
+    try:
+        root_id = _dir_id(os.stat(before.root))
+    except OSError as exc:
+        return f"the workspace root cannot be read: {exc}"
+    if root_id != before._root_id:
+        return "the workspace root was replaced"
+    return before._watch.plan()  # type: ignore[union-attr]
+
+
+def _diff_dirty(before: Snapshot, options: TrackerOptions, dirty: set[str], gone: set[str]) -> Changes | str:
+    """``diff`` limited to what the watcher saw: scan the dirty directories (and those always scanned),
+    walk new directories whole, and take every other snapshot directory as unchanged. A deleted directory is
+    scanned like a dirty one: if it is back, it was recreated unwatched and is walked whole; if not, its files
+    are reported deleted.
+
+    Returns why the full walk must decide instead if a changed directory could not be read (the full walk
+    decides what that hides), or if a new or changed file has other hard links (one of its other names may
+    sit in a directory that saw no event although the file's content changed)."""
+    walk = _DiffWalk(before, options)
+    walk.linked = []
+    old_dirs = before._dirs
+    todo = sorted(dirty | gone | before._rescan, reverse=True)  # any order gives the same result
+    scanned: set[str] = set()
+    found: list[str] = []
+    while todo:
+        rel = todo.pop()
+        if rel in scanned:
+            continue
+        scanned.add(rel)
+        walk.scan(rel, found)
+        # Known subdirectories have watches of their own; new or recreated ones have none: walk them.
+        todo.extend(sub for sub in found if sub not in old_dirs or sub in gone)
+        found.clear()
+    if walk.unreadable:
+        return f"a changed directory could not be read: {walk.unreadable[0]!r}"
+    if walk.linked:
+        return f"a changed file has other hard links: {walk.linked[0]!r}"
+    walk.visited.extend(rel for rel in old_dirs if rel not in scanned)
+    return walk.finish()
+
+
+def _start_watching() -> Watcher | str:
+    """A watcher for a new snapshot, or why there is none."""
+    if os.environ.get("KIMI_MCP_TRACKER_WATCH", "1") == "0":
+        return "disabled by KIMI_MCP_TRACKER_WATCH=0"
+    return open_watcher()
 
 
 # ---------------------------------------------------------------------------------------------- parallel diff
