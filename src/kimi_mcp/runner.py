@@ -228,6 +228,8 @@ def run_task(
             try:
                 changes = tracker.diff(before.result(), options)
                 result.timings["changes"] = round(time.monotonic() - diff_started, 4)
+                before.result().close()  # its inotify watches are no longer needed
+                log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
                 _fill_changes(result, request.workspace, changes, options)
             except Exception as exc:  # report the turn even if the tracker fails
                 log.exception("tracker failed")
@@ -245,6 +247,8 @@ def run_task(
                 result.timings["exit"] = round(time.monotonic() - exit_started, 3)
             _pool.release(session)
         pool.shutdown(wait=True)
+        if before is not None and not before.cancelled() and before.exception() is None:
+            before.result().close()  # idempotent; also when the diff never ran
         for item in reversed(held):
             item.release()
     if trace is not None:
