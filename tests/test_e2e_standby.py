@@ -4,9 +4,12 @@ would show the model a stale workspace is not used, and nothing outlives the ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
@@ -82,3 +85,36 @@ def test_standby_off(kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, t
     assert first["warm_start"] is False and second["warm_start"] is False
     assert "startup" in second["timings"] and second["timings"]["startup"] > 0
     assert not processes_with_home(kimi.home)
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # dialect-independent behaviour
+def test_sigterm_stops_the_standby_and_the_exiting_kimi(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    fake.script([Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first done")])
+    seen: dict = {}
+
+    async def body(client):
+        result = await client.call_tool(
+            "kimi_code_task", {"task_description": "FIRST task", "work_dir": str(workspace)}
+        )
+        seen["result"] = result.structured_content
+        server = next(
+            p for p in psutil.Process().children(recursive=True) if "kimi-mcp" in " ".join(p.cmdline()[:2])
+        )
+        seen["kimi_before"] = len(processes_with_home(kimi.home))  # the standby (and maybe the exiting one)
+        server.send_signal(signal.SIGTERM)
+        with contextlib.suppress(psutil.TimeoutExpired):
+            server.wait(timeout=15)  # the exit status goes to the client's own process watcher
+        try:
+            seen["server_gone"] = server.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            seen["server_gone"] = True
+        seen["left"] = processes_with_home(kimi.home)
+
+    with contextlib.suppress(Exception):  # the client notices its server is gone when it closes
+        asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert seen["result"]["success"] and seen["result"]["files_created"] == ["one.txt"]
+    assert seen["kimi_before"] >= 1, "a standby Kimi should be running after the call"
+    assert seen["server_gone"], "the server must exit on SIGTERM even while its client is connected"
+    assert seen["left"] == [], f"Kimi processes outlived a SIGTERM'd server: {seen['left']}"

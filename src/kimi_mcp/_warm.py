@@ -151,10 +151,10 @@ class SessionPool:
             self._standbys[key] = standby
             standby.timer = threading.Timer(idle, self._expire, args=(standby,))
             standby.timer.daemon = True
+            standby.thread.start()  # under the lock: shutdown never sees an unstarted standby
+            standby.timer.start()
         for old in evicted:
             self._retire_standby(old)
-        standby.thread.start()
-        standby.timer.start()
         log.info(
             "standby Kimi starting for %s (%s)", key.workspace, "read-only" if key.read_only else "write"
         )

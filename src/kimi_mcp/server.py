@@ -6,6 +6,7 @@ import argparse
 import atexit
 import ctypes
 import ctypes.util
+import logging
 import os
 import signal
 import sys
@@ -87,11 +88,19 @@ def main(argv: list[str] | None = None) -> None:
             mcp.run(transport="stdio", show_banner=False)
     finally:
         runner.shutdown()  # no Kimi (standby, exiting or mid-call) outlives the server
+        if _signalled:
+            # the transport's stdin reader thread would keep the process alive until the client hangs up
+            logging.shutdown()
+            os._exit(128 + _signalled[0])
+
+
+_signalled: list[int] = []
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:
     """SIGTERM/SIGHUP end the server through its ``finally`` (which stops every Kimi) — once."""
     signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt that cleanup
+    _signalled.append(signum)
     raise SystemExit(128 + signum)
 
 
