@@ -15,6 +15,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from . import answers, prompts
+from ._logging import get_logger
 from ._mcp_glue import client_roots, error_result, run_with_progress, to_tool_result
 from .config import Settings
 from .errors import BadInput, KimiMCPError
@@ -31,6 +32,8 @@ from .models import (
 )
 from .runner import TaskRequest
 from .workspace import ContextFile, read_context_files, resolve_workspace, safe_relative, workspace_overview
+
+log = get_logger("tools")
 
 ALL_TOOLS = (
     "kimi_code_task",
@@ -82,6 +85,7 @@ class _Call:
     def __init__(self, ctx: Context, settings: Settings, cls: type[TaskResult]) -> None:
         self.ctx, self.settings, self.cls = ctx, settings, cls
         self.workspace: Path | None = None
+        log.debug("%s: call received", cls.__name__)
 
     async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
         roots = [] if work_dir else await client_roots(self.ctx)
@@ -98,6 +102,7 @@ class _Call:
 
     async def run(self, prompt: str, *, read_only: bool) -> TaskResult:
         assert self.workspace is not None
+        log.debug("workspace %s; running", self.workspace)
         request = TaskRequest(prompt=prompt, workspace=self.workspace, read_only=read_only)
         return await run_with_progress(self.ctx, request, self.settings)
 
@@ -105,7 +110,9 @@ class _Call:
         return to_tool_result(error_result(exc, str(self.workspace or ""), self.cls), self.settings)
 
     def done(self, result: TaskResult) -> ToolResult:
-        return to_tool_result(result, self.settings)
+        reply = to_tool_result(result, self.settings)
+        log.debug("result ready")
+        return reply
 
 
 def _structured(cls: type[StructuredResult], base: TaskResult, answer_model: type[BaseModel]) -> Any:
