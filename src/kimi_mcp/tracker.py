@@ -183,8 +183,8 @@ _BLOCK = struct.Struct("=IIII")  # tracked files, subdirectories, ignored files,
 class _Dir:
     """One walked directory of a snapshot, as held in memory: where its records are (a block of the
     snapshot's ``Records``, with its xxh3 checksum), how many tracked files they describe, and the
-    directory's own ``stat``. Packed into one bytes object: about 140 bytes per directory, dict entry and key
-    included."""
+    directory's own ``stat``. Packed into one bytes object: about 220 bytes per directory, with its dict entry
+    and key."""
 
     __slots__ = ("_packed",)
 
@@ -288,7 +288,7 @@ class Snapshot:
 
     Small: what is per tracked file (its name, size/mtime/ctime, inode, content hash, one kind byte: about 61
     bytes) lives in the snapshot's ``Records`` (``_spill``: an anonymous temporary file, mapped but not read
-    into memory), one block per directory; in memory it keeps a packed ``_Dir`` per directory (~140 bytes:
+    into memory), one block per directory; in memory it keeps a packed ``_Dir`` per directory (~220 bytes:
     where its block is, its stat) and little else, so ~2.5 bytes per file on a typical tree. ``diff`` reads
     the blocks of the directories it re-examines. Nothing per file is a Python object that lives between
     diffs, and a forked helper shares the mapping.
