@@ -27,7 +27,8 @@ import mmap
 import os
 import tempfile
 import weakref
-from typing import IO
+from collections.abc import Callable
+from typing import IO, NamedTuple
 
 from ._logging import get_logger
 
@@ -39,23 +40,30 @@ FLUSH_BYTES = 128 * 1024
 """Blocks are written to the file once this much is pending (the only records the snapshot holds in memory)."""
 
 
-def _load_libc() -> tuple[object, object, object] | None:
+class _LibC(NamedTuple):
+    mmap: Callable[..., int | None]
+    munmap: Callable[[int, int], int]
+    madvise: Callable[[int, int, int], int]
+
+
+def _load_libc() -> _LibC | None:
     """``mmap``, ``munmap`` and ``madvise`` from the C library, or None if they cannot be called."""
+    if not hasattr(mmap, "MADV_DONTNEED"):  # pragma: no cover - not a POSIX platform
+        return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        map_, unmap, advise = libc.mmap, libc.munmap, libc.madvise
-        dontneed = mmap.MADV_DONTNEED
+        functions = _LibC(libc.mmap, libc.munmap, libc.madvise)
     except (OSError, AttributeError):  # pragma: no cover - not a POSIX C library
         return None
-    map_.restype = ctypes.c_void_p
+    c_void_p, c_size_t, c_int = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
     # off_t is a C long on LP64 and for the 32-bit `mmap` symbol alike; the offset is always 0 anyway.
-    c_int = ctypes.c_int
-    map_.argtypes = (ctypes.c_void_p, ctypes.c_size_t, c_int, c_int, c_int, ctypes.c_long)
-    unmap.restype = ctypes.c_int
-    unmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-    advise.restype = ctypes.c_int
-    advise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    return map_, unmap, lambda addr, size: advise(addr, size, dontneed)
+    functions.mmap.argtypes = (c_void_p, c_size_t, c_int, c_int, c_int, ctypes.c_long)  # type: ignore[attr-defined]
+    functions.mmap.restype = c_void_p  # type: ignore[attr-defined]
+    functions.munmap.argtypes = (c_void_p, c_size_t)  # type: ignore[attr-defined]
+    functions.munmap.restype = c_int  # type: ignore[attr-defined]
+    functions.madvise.argtypes = (c_void_p, c_size_t, c_int)  # type: ignore[attr-defined]
+    functions.madvise.restype = c_int  # type: ignore[attr-defined]
+    return functions
 
 
 _LIBC = _load_libc()
@@ -66,7 +74,7 @@ def _map(fd: int, size: int) -> int:
     """Address of a read-only shared mapping of the first ``size`` bytes of ``fd``."""
     if _LIBC is None:  # pragma: no cover - see _load_libc
         raise OSError("mmap cannot be called through ctypes")
-    addr = _LIBC[0](None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)  # type: ignore[operator]
+    addr = _LIBC.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
     if addr is None or addr == _MAP_FAILED:
         err = ctypes.get_errno()
         raise OSError(err, f"mmap: {os.strerror(err)}")
@@ -74,12 +82,13 @@ def _map(fd: int, size: int) -> int:
 
 
 def _unmap(addr: int, size: int) -> None:
-    _LIBC[1](addr, size)  # type: ignore[index,operator]
+    _LIBC.munmap(addr, size)  # type: ignore[union-attr]
 
 
 def _evict(addr: int, size: int) -> None:
-    """Drop the mapping's page-table entries (the pages stay in the page cache): no resident set growth."""
-    _LIBC[2](addr, size)  # type: ignore[index,operator]
+    """Drop the mapping's page-table entries (the pages stay in the page cache): the resident set does not
+    grow with what was read. One system call (a few microseconds) whatever the size."""
+    _LIBC.madvise(addr, size, mmap.MADV_DONTNEED)  # type: ignore[union-attr]
 
 
 def _write_all(fd: int, data: bytes | bytearray) -> None:
@@ -110,7 +119,10 @@ def open_records(workspace: str) -> Records:
         return Records(None, "disabled by KIMI_MCP_TRACKER_SPILL=0")
     if _LIBC is None:  # pragma: no cover - see _load_libc
         return Records(None, "mmap cannot be called through ctypes")
-    directory = tempfile.gettempdir()
+    try:
+        directory = tempfile.gettempdir()
+    except OSError as exc:  # no usable candidate at all
+        return Records(None, f"no temporary directory: {exc}")
     if _inside(directory, workspace):
         return Records(None, f"the temporary directory {directory!r} is inside the workspace")
     try:
@@ -186,6 +198,8 @@ class Records:
 
     def read(self, offset: int, length: int) -> bytes | bytearray:
         """A copy of the block at ``offset``."""
+        if offset < 0 or length < 0 or offset + length > self._size:
+            raise ValueError(f"no block at {offset}+{length} in {self._size} bytes of records")
         if self._addr:
             data = ctypes.string_at(self._addr + offset, length)
             _evict(self._addr, self._size)
@@ -197,7 +211,8 @@ class Records:
         return self._data[offset : offset + length]
 
     def close(self) -> None:
-        """Release the file (or the memory) now. Idempotent; reading afterwards raises ValueError."""
+        """Release the file (or the memory) now, while no other thread reads (a failed snapshot). Idempotent;
+        reading afterwards raises ValueError."""
         self._close_file()
         if self._unmapper is not None:
             self._unmapper()
