@@ -9,7 +9,9 @@ times the watched ``diff()`` (only the directories inotify saw change), the full
 forks a helper on 2+ CPUs), the full walk in-process, and ``git status``; every diff must find exactly the
 applied changes, and the watched one must not have fallen back. The changes are then committed so every
 run's ``git status`` sees the same amount of change. Prints medians over all samples, the ratios to git, and
-the snapshot's memory per tracked file; exits 1 if any diff was wrong.
+the snapshot's memory per tracked file (its per-file records are in an anonymous temporary file; each run
+also times a snapshot that keeps them in memory, ``KIMI_MCP_TRACKER_SPILL=0``, for comparison); exits 1 if
+any diff was wrong.
 """
 
 from __future__ import annotations
@@ -109,18 +111,36 @@ def timed_diff(snapshot: tracker.Snapshot, how: str) -> tuple[float, Changes]:
         os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
 
 
-def snapshot_memory(root: Path) -> tuple[int, float, float]:
-    """(tracked files, bytes per file held by a Snapshot, transient peak per file while taking it), by
-    tracemalloc (Python allocations; the kernel's inotify watches are not counted)."""
+def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
+    """(tracked files, bytes per file held by a Snapshot, transient peak per file while taking it, where its
+    records are), by tracemalloc (Python allocations; the kernel's inotify watches and the page cache holding
+    the records' file are not counted)."""
     gc.collect()
     tracemalloc.start()
     try:
         with take_snapshot(root) as snapshot:
             held, peak = tracemalloc.get_traced_memory()
             n = len(snapshot)
+            records = snapshot._records
+            where = (
+                f"temporary file, {len(records) / 1e6:.1f} MB mapped"
+                if records.on_disk
+                else f"memory ({records.reason})"
+            )
     finally:
         tracemalloc.stop()
-    return n, held / n, peak / n
+    return n, held / n, peak / n, where
+
+
+def time_snapshot(root: Path, spill: bool) -> float:
+    """Seconds to take (and close) a snapshot with its records spilled to a file or kept in memory."""
+    os.environ["KIMI_MCP_TRACKER_SPILL"] = "1" if spill else "0"
+    try:
+        start = time.perf_counter()
+        take_snapshot(root).close()
+        return time.perf_counter() - start
+    finally:
+        os.environ.pop("KIMI_MCP_TRACKER_SPILL", None)
 
 
 def report_mismatch(run: int, name: str, result: Changes, expected: Changes) -> None:
@@ -163,10 +183,11 @@ def main() -> int:
             f"tree: {len(tracked):,} tracked files in {root} (generated {t_gen:.1f}s, git {t_git_setup:.1f}s)"
         )
 
-        n_files, held_per_file, peak_per_file = snapshot_memory(root)
+        n_files, held_per_file, peak_per_file, where = snapshot_memory(root)
         rng = random.Random(1234)
         snaps: list[float] = []
         rss: list[float] = []
+        rss_after: list[float] = []
         times: dict[str, list[float]] = {"watched": [], "full": [], "serial": [], "git": []}
         rss_base = proc.memory_info().rss
         n_forked = n_watches = 0
@@ -204,6 +225,7 @@ def main() -> int:
                             f"run {run}: watched diff FELL BACK to a full walk: {result.reason}",
                             file=sys.stderr,
                         )
+            rss_after.append(proc.memory_info().rss)
             ok = ok and run_ok
             n_found = sum(len(getattr(expected, f)) for f in ("created", "modified", "deleted"))
             print(f"run {run}: {n_found} changes applied by a shell; diffs {'OK' if run_ok else 'MISMATCH'}")
@@ -212,6 +234,9 @@ def main() -> int:
             git(root, "add", "-A")
             git(root, "commit", "-qm", f"run {run}")
             time_git_status(root)
+
+        # Last: a snapshot with its records in memory leaves its freed pages in the heap, inflating RSS.
+        snaps_in_memory = [time_snapshot(root, spill=False) for _ in range(args.runs)]
 
         def row(label: str, values: list[float], unit: str = "s", scale: float = 1.0) -> None:
             digits = 1 if unit in ("MB", "B") else 3
@@ -226,6 +251,7 @@ def main() -> int:
         print()
         print(f"{'metric':<36}{'median':>10}     samples")
         row("take_snapshot (watching)", snaps)
+        row("  same, records kept in memory", snaps_in_memory)
         row("diff() watched", times["watched"])
         row("full walk (default: forked helper)", times["full"])
         row("full walk serial (fork disabled)", times["serial"])
@@ -236,6 +262,7 @@ def main() -> int:
         mb = 1 / (1024 * 1024)
         row("RSS before any snapshot", [rss_base], "MB", mb)
         row("RSS with snapshot held", rss, "MB", mb)
+        row("  same, after all its diffs", rss_after, "MB", mb)
         print(f"{'':<36}{'':>10}     (target <= 100 MB)")
         print(
             f"{'Snapshot memory per tracked file':<36}{held_per_file:>10.1f} B       "
@@ -243,8 +270,9 @@ def main() -> int:
         )
         print(
             f"{'peak while taking it, per file':<36}{peak_per_file:>10.1f} B       "
-            f"({peak_per_file * n_files * mb:.1f} MB)"
+            f"({peak_per_file * n_files * mb:.1f} MB; 4 MB of it: _ignore's read buffer for .gitignore)"
         )
+        print(f"per-file records: {where}")
         print(f"inotify watches held by a snapshot: {n_watches:,} (one per walked directory)")
         print(f"full walk forked a helper in {n_forked}/{len(times['full'])} samples (cpus={os.cpu_count()})")
         print(f"load average at start/end: {load_start} / {os.getloadavg()[0]:.2f}")

@@ -77,12 +77,9 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
 def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:
     """Simulate a filesystem whose timestamps did not move on the last write (coarse granularity):
     overwrite the recorded mtime/ctime/inode with the current ones, keeping the recorded size."""
-    slot = snapshot._index(rel)
-    assert slot is not None
+    assert snapshot._file(rel) is not None
     st = os.lstat(snapshot.root / rel)
-    snapshot._stats[3 * slot + 1] = st.st_mtime_ns
-    snapshot._stats[3 * slot + 2] = st.st_ctime_ns
-    snapshot._inodes[slot] = st.st_ino
+    snapshot._rewrite(rel, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
 
 
 # ------------------------------------------------------------------------------------------------ diff
@@ -126,7 +123,7 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     write(tmp_path, "same.txt", "same\n")
     tmp = write(tmp_path, "replaced.txt.tmp", "same too\n")
     os.replace(tmp, tmp_path / "replaced.txt")  # new inode, same bytes
-    assert os.stat(tmp_path / "replaced.txt").st_ino != before._inodes[before._index("replaced.txt")]
+    assert os.stat(tmp_path / "replaced.txt").st_ino != before._file("replaced.txt").inode
     assert diff(before) == changes()
 
 

@@ -39,6 +39,20 @@ and written through that name; a shared ``mmap`` still mapped when ``diff`` runs
 comes at unmap; changes made by another machine on a network filesystem); set ``KIMI_MCP_TRACKER_WATCH=0``
 where that matters.
 
+Memory: what is per tracked file (its name, size/mtime/ctime, inode, content hash and a kind byte: about 61
+bytes, 6 MB for 100k files) is not kept in memory. ``take_snapshot`` encodes each directory's records into one
+block as soon as the directory is listed and appends it to an anonymous temporary file (``_spill.py``: in
+``tempfile.gettempdir()``, never inside the workspace, unlinked from the start so nothing can be left behind,
+close-on-exec), written through a small buffer; at the end the file is mapped read-only and its descriptor
+closed. In memory stays a packed record per directory (where its block is, its xxh3 checksum, its file count
+and stat: a few bytes per file on a typical tree). ``diff`` reads back the blocks of the directories it
+re-examines (the watched diff: the dirty ones; the full walk, and its forked helper: each directory as it
+gets there), checks them, and drops the pages from the mapping again, so the process's resident set does not
+grow. The file goes when the snapshot is garbage-collected (``close()`` only stops watching: ``diff`` still
+works after it). When no temporary file can be had (the temporary directory is missing, read-only, inside the
+workspace or full, or ``KIMI_MCP_TRACKER_SPILL=0``) the blocks are kept in memory instead, with the same
+result (logged at debug).
+
 POSIX only (directory file descriptors, ``O_NOFOLLOW``).
 """
 
@@ -46,12 +60,14 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import gc
 import marshal
 import os
 import select
 import signal
 import stat as stat_mod
+import struct
 import sys
 import time
 import warnings
@@ -60,12 +76,13 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from xxhash import xxh3_64, xxh3_64_intdigest
 
 from ._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, chain_ignores, is_secret_path
 from ._logging import get_logger
+from ._spill import Records, open_records
 from ._watch import Watcher, open_watcher
 
 __all__ = [
@@ -156,63 +173,137 @@ class ContentReport:
     lossy_decoded: list[str] = field(default_factory=list)
 
 
+_KIND_FILE, _KIND_LINK, _KIND_UNKNOWN = 0, 1, 2  # what a file's hash field holds
+
+# A directory in memory: its block's offset, length, checksum; tracked files; mtime_ns, ctime_ns, inode; stat known.
+_DIR = struct.Struct("=QQQIqqQ?")
+_BLOCK = struct.Struct("=IIII")  # tracked files, subdirectories, ignored files, ignored directories
+
+
 class _Dir:
-    """One walked directory of a snapshot. Its tracked files are ``count`` consecutive slots from ``base`` of
-    the snapshot's flat arrays; their names are ``names``, NUL-separated (one string per directory: a
-    non-ASCII name widens only its own directory's string)."""
+    """One walked directory of a snapshot, as held in memory: where its records are (a block of the
+    snapshot's ``Records``, with its xxh3 checksum), how many tracked files they describe, and the
+    directory's own ``stat``. Packed into one bytes object: about 220 bytes per directory, with its dict entry
+    and key."""
 
-    __slots__ = (
-        "base",
-        "count",
-        "names",
-        "subdirs",
-        "ign_files",
-        "ign_dirs",
-        "stat",
-        "weight",
-    )
+    __slots__ = ("_packed",)
 
-    def __init__(
-        self,
-        base: int,
-        count: int,
-        names: str,
-        subdirs: frozenset[str],
-        ign_files: frozenset[str],
-        ign_dirs: frozenset[str],
-        stat: tuple[int, int, int] | None,
-    ) -> None:
-        self.base = base
-        self.count = count
-        self.names = names
-        self.subdirs = subdirs
-        self.ign_files = ign_files
-        self.ign_dirs = ign_dirs
-        self.stat = stat  # (mtime_ns, ctime_ns, inode) taken before listing; None if racy
-        self.weight = 0  # tracked files in this subtree
+    def __init__(self, block: tuple[int, int, int], count: int, stat: tuple[int, int, int] | None) -> None:
+        self._packed = _DIR.pack(*block, count, *(stat or (0, 0, 0)), stat is not None)
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        """``(offset, length, checksum)`` of the directory's records; length 0 if it has none."""
+        return _DIR.unpack_from(self._packed)[:3]  # type: ignore[return-value]
+
+    @property
+    def count(self) -> int:
+        """Tracked files in the directory."""
+        return _DIR.unpack_from(self._packed)[3]
+
+    @property
+    def stat(self) -> tuple[int, int, int] | None:
+        """(mtime_ns, ctime_ns, inode) taken before listing; None if racy."""
+        *_, mtime, ctime, inode, known = _DIR.unpack(self._packed)
+        return (mtime, ctime, inode) if known else None
+
+    @stat.setter
+    def stat(self, stat: tuple[int, int, int] | None) -> None:
+        self._packed = _DIR.pack(*self.block, self.count, *(stat or (0, 0, 0)), stat is not None)
+
+
+def _frozen(names: list[str]) -> frozenset[str]:
+    return frozenset(names) if names else _EMPTY
+
+
+class _Files:
+    """A directory's records, read back from its block: the tracked files' ``names`` and, slot by slot, their
+    ``stats`` (size, -1 if racy: always re-hash; mtime_ns; ctime_ns), ``inodes``, ``hashes`` and ``kinds``
+    (see ``ident``); the ``subdirs`` walked, and the entries found ignored at snapshot time."""
+
+    __slots__ = ("names", "stats", "inodes", "hashes", "kinds", "subdirs", "ign_files", "ign_dirs")
+
+    def __init__(self, block: bytes | bytearray) -> None:
+        n, n_sub, n_ign_files, n_ign_dirs = _BLOCK.unpack_from(block)
+        view = memoryview(block)
+        start = _BLOCK.size
+        self.stats = view[start : start + 24 * n].cast("q")
+        start += 24 * n
+        self.inodes = view[start : start + 8 * n].cast("Q")
+        start += 8 * n
+        self.hashes = view[start : start + 8 * n].cast("Q")
+        start += 8 * n
+        self.kinds = view[start : start + n]
+        text = str(view[start + n :], "utf-8", "surrogatepass")
+        strings = text.split("\0") if text else []
+        self.names = strings[:n]
+        end = n + n_sub
+        self.subdirs = _frozen(strings[n:end])
+        self.ign_files = _frozen(strings[end : end + n_ign_files])
+        self.ign_dirs = _frozen(strings[end + n_ign_files : end + n_ign_files + n_ign_dirs])
+
+    def ident(self, j: int) -> int | None:
+        """The ``_ident`` recorded for slot ``j``."""
+        kind = self.kinds[j]
+        if kind == _KIND_FILE:
+            return self.hashes[j]
+        if kind == _KIND_LINK:
+            return -1 - self.hashes[j]
+        return None
+
+
+def _encode_block(
+    names: list[str],
+    stats: array,
+    inodes: array,
+    hashes: array,
+    kinds: bytearray,
+    subdirs: Iterable[str],
+    ign_files: Iterable[str],
+    ign_dirs: Iterable[str],
+) -> bytes:
+    """A directory's records (see ``_Files``): counts, then the fixed-size fields column by column, then the
+    names, NUL-separated UTF-8 (lone surrogates from undecodable names round-trip)."""
+    subdirs, ign_files, ign_dirs = list(subdirs), list(ign_files), list(ign_dirs)
+    text = "\0".join([*names, *subdirs, *ign_files, *ign_dirs]).encode("utf-8", "surrogatepass")
+    counts = _BLOCK.pack(len(names), len(subdirs), len(ign_files), len(ign_dirs))
+    return b"".join((counts, stats, inodes, hashes, kinds, text))
+
+
+_NO_FILES = _Files(_BLOCK.pack(0, 0, 0, 0))
+
+
+class _FileRecord(NamedTuple):
+    """What a snapshot recorded for one tracked file (tests and debugging)."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    ident: int | None
 
 
 class Snapshot:
     """The state of a tree at one moment; opaque apart from ``root``, ``started_ns``, ``watching`` and ``len()``.
 
-    Compact and copy-on-write friendly: per tracked file only its name (in its directory's string), three
-    int64 stat fields, an inode and a content hash (uint64) and the hash's kind (one byte) are stored, in
-    flat arrays (about 61 bytes per file); nothing per file is a Python object that ``diff`` has to touch (so
-    a forked helper does not copy the snapshot's pages).
+    Small: what is per tracked file (its name, size/mtime/ctime, inode, content hash, one kind byte: about 61
+    bytes) lives in the snapshot's ``Records`` (``_spill``: an anonymous temporary file, mapped but not read
+    into memory), one block per directory; in memory it keeps a packed ``_Dir`` per directory (~220 bytes:
+    where its block is, its stat) and little else, so ~2.5 bytes per file on a typical tree. ``diff`` reads
+    the blocks of the directories it re-examines. Nothing per file is a Python object that lives between
+    diffs, and a forked helper shares the mapping.
 
     It may own an inotify watcher (see the module docstring): ``close()`` it, or use the snapshot as a
     context manager, once done diffing; ``diff`` never closes it. An unclosed snapshot closes its watcher
-    when it is garbage-collected.
+    when it is garbage-collected; its records go with it.
     """
 
     __slots__ = (
         "root",
         "started_ns",
         "_dirs",
-        "_stats",
-        "_inodes",
-        "_hashes",
-        "_kinds",
+        "_records",
+        "_files",
         "_spec_cache",
         "_root_id",
         "_rescan",
@@ -228,10 +319,8 @@ class Snapshot:
         self.root = root
         self.started_ns = started_ns
         self._dirs = builder.dirs
-        self._stats = builder.stats  # size (-1 = racy: always re-hash), mtime_ns, ctime_ns per file
-        self._inodes = builder.inodes
-        self._hashes = builder.hashes  # see _ident_at()
-        self._kinds = builder.kinds
+        self._records = builder.records
+        self._files = builder.files
         self._spec_cache = spec_cache
         self._root_id = builder.root_id
         self._rescan = frozenset(builder.rescan)  # directories the watcher cannot vouch for: always scanned
@@ -245,7 +334,7 @@ class Snapshot:
             self._unwatched = watch if isinstance(watch, str) else watch.reason
 
     def __len__(self) -> int:
-        return len(self._kinds)
+        return self._files
 
     def __repr__(self) -> str:
         return f"Snapshot(root={str(self.root)!r}, files={len(self)}, dirs={len(self._dirs)})"
@@ -257,7 +346,8 @@ class Snapshot:
 
     def close(self) -> None:
         """Stop watching: end the watcher's thread and close its inotify descriptor. Idempotent; ``diff``
-        still works afterwards (it walks the whole tree)."""
+        still works afterwards (it walks the whole tree). The records hold no descriptor; they are released
+        with the snapshot."""
         if self._finalizer is not None:
             self._finalizer()
 
@@ -267,57 +357,81 @@ class Snapshot:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _dir_names(self, record: _Dir) -> list[str]:
-        return record.names.split("\0") if record.count else []
+    def _load(self, rel: str, record: _Dir) -> _Files:
+        """The records of directory ``rel``, read back and checked."""
+        offset, length, checksum = record.block
+        if not length:
+            return _NO_FILES
+        block = self._records.read(offset, length)
+        if xxh3_64_intdigest(block) != checksum:
+            raise OSError(errno.EIO, f"the snapshot's records of directory {rel!r} read back corrupted")
+        return _Files(block)
 
-    def _ident_at(self, slot: int) -> int | None:
-        """The ``_ident`` recorded for a file slot."""
-        kind = self._kinds[slot]
-        if kind == _KIND_FILE:
-            return self._hashes[slot]
-        if kind == _KIND_LINK:
-            return -1 - self._hashes[slot]
-        return None
-
-    def _index(self, relpath: str) -> int | None:
-        """Slot of a tracked file in the flat arrays (for tests and debugging)."""
+    def _file(self, relpath: str) -> _FileRecord | None:
+        """What was recorded for a tracked file (tests and debugging)."""
         rel, _, name = relpath.rpartition("/")
         record = self._dirs.get(rel)
-        if record is None or name not in (names := self._dir_names(record)):
+        files = self._load(rel, record) if record is not None else _NO_FILES
+        if name not in files.names:
             return None
-        return record.base + names.index(name)
+        j = files.names.index(name)
+        return _FileRecord(*files.stats[3 * j : 3 * j + 3], files.inodes[j], files.ident(j))
 
-
-_KIND_FILE, _KIND_LINK, _KIND_UNKNOWN = 0, 1, 2  # what Snapshot._hashes holds for a slot
+    def _rewrite(self, relpath: str, **fields: int) -> None:
+        """Change what was recorded for a tracked file: ``size``, ``mtime_ns``, ``ctime_ns`` or ``inode``
+        (tests: simulate a filesystem whose timestamps do not move). Moves the records into memory."""
+        rel, _, name = relpath.rpartition("/")
+        record = self._dirs[rel]
+        files = self._load(rel, record)
+        j = files.names.index(name)
+        stats, inodes = array("q", files.stats), array("Q", files.inodes)
+        for key, value in fields.items():
+            if key == "inode":
+                inodes[j] = value
+            else:
+                stats[3 * j + ("size", "mtime_ns", "ctime_ns").index(key)] = value
+        block = _encode_block(
+            files.names,
+            stats,
+            inodes,
+            array("Q", files.hashes),
+            bytearray(files.kinds),
+            files.subdirs,
+            files.ign_files,
+            files.ign_dirs,
+        )
+        offset = self._records.append(block)
+        self._dirs[rel] = _Dir((offset, len(block), xxh3_64_intdigest(block)), record.count, record.stat)
 
 
 class _Builder:
-    """Accumulates a snapshot while walking."""
+    """Accumulates a snapshot while walking: directory records go to ``records`` as each is listed."""
 
-    __slots__ = ("dirs", "stats", "inodes", "hashes", "kinds", "rescan", "root_id")
+    __slots__ = ("dirs", "records", "files", "rescan", "root_id")
 
-    def __init__(self) -> None:
+    def __init__(self, records: Records, root_id: tuple[int, int]) -> None:
         self.dirs: dict[str, _Dir] = {}
-        self.stats = array("q")
-        self.inodes = array("Q")
-        self.hashes = array("Q")
-        self.kinds = bytearray()
+        self.records = records
+        self.files = 0
         self.rescan: set[str] = set()
-        self.root_id: tuple[int, int] | None = None
+        self.root_id = root_id
 
     def add_dir(
         self,
         rel: str,
-        names: list[str],
+        files: tuple[list[str], array, array, array, bytearray],
         subdirs: list[str],
         ign_files: list[str],
         ign_dirs: list[str],
         stat: tuple[int, int, int] | None,
     ) -> None:
-        base = len(self.kinds) - len(names)
-        self.dirs[rel] = _Dir(
-            base, len(names), "\0".join(names), _frozen(subdirs), _frozen(ign_files), _frozen(ign_dirs), stat
-        )
+        names = files[0]
+        where = (0, 0, 0)
+        if names or subdirs or ign_files or ign_dirs:
+            block = _encode_block(*files, subdirs, ign_files, ign_dirs)
+            where = (self.records.append(block), len(block), xxh3_64_intdigest(block))
+        self.dirs[rel] = _Dir(where, len(names), stat)
+        self.files += len(names)
 
     def skipped(self, rel: str) -> None:
         """``rel`` could not be watched or walked: it is not in the snapshot, so ``diff`` walks it as new,
@@ -326,10 +440,6 @@ class _Builder:
 
 
 # ---------------------------------------------------------------------------------------------- walking
-
-
-def _frozen(names: list[str]) -> frozenset[str]:
-    return frozenset(names) if names else _EMPTY
 
 
 def _excluded(options: TrackerOptions) -> frozenset[str]:
@@ -403,17 +513,20 @@ def take_snapshot(root: Path, options: TrackerOptions = TrackerOptions()) -> Sna
     root_str = os.fspath(root)
     started_ns = time.time_ns()
     rules = IgnoreRules(root_str, enabled=options.respect_gitignore)
-    builder = _Builder()
-    builder.root_id = _dir_id(os.stat(root_str))
-    watch = _start_watching()
-    watcher = watch if isinstance(watch, Watcher) else None
+    root_id = _dir_id(os.stat(root_str))
+    records = open_records(root_str)
+    watcher: Watcher | None = None
     try:
+        builder = _Builder(records, root_id)
+        watch = _start_watching()
+        watcher = watch if isinstance(watch, Watcher) else None
         _walk_snapshot(root_str, rules, _excluded(options), started_ns, builder, watcher)
+        records.seal()
     except BaseException:
         if watcher is not None:
             watcher.close()
+        records.close()  # nothing is left behind by a failed snapshot
         raise
-    _sum_subtrees(builder.dirs)
     return Snapshot(root, started_ns, builder, rules.spec_cache, watch)
 
 
@@ -441,7 +554,7 @@ def _walk_snapshot(
                 raise
             builder.skipped(rel)
             continue
-        mark = (len(builder.kinds), len(stack))
+        mark = len(stack)
         try:
             if not rel and watcher is not None and _dir_id(os.fstat(dir_fd)) != builder.root_id:
                 watcher.give_up("the workspace root was replaced while it was being snapshotted")
@@ -449,8 +562,7 @@ def _walk_snapshot(
         except OSError:
             if not rel:
                 raise
-            _truncate(builder, mark[0])  # forget a directory that failed half-way (and its subdirs)
-            del stack[mark[1] :]
+            del stack[mark:]  # forget a directory that failed half-way (its block was not added), its subdirs
             builder.skipped(rel)
         finally:
             os.close(dir_fd)
@@ -458,13 +570,6 @@ def _walk_snapshot(
 
 def _dir_id(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
-
-
-def _truncate(builder: _Builder, n_files: int) -> None:
-    del builder.stats[3 * n_files :]
-    del builder.inodes[n_files:]
-    del builder.hashes[n_files:]
-    del builder.kinds[n_files:]
 
 
 def _snapshot_dir(
@@ -483,7 +588,7 @@ def _snapshot_dir(
     subdirs: list[str] = []
     ign_files: list[str] = []
     ign_dirs: list[str] = []
-    stats, inodes, hashes, kinds = builder.stats, builder.inodes, builder.hashes, builder.kinds
+    stats, inodes, hashes, kinds = array("q"), array("Q"), array("Q"), bytearray()
     # An unreadable file, or one with other hard links (written through another name, it leaves no event
     # here), makes the directory one that diff always scans, watcher or not.
     rescan = False
@@ -536,7 +641,7 @@ def _snapshot_dir(
                 kinds.append(_KIND_LINK)
             if st.st_nlink > 1:
                 rescan = True
-    builder.add_dir(rel, names, subdirs, ign_files, ign_dirs, dir_stat)
+    builder.add_dir(rel, (names, stats, inodes, hashes, kinds), subdirs, ign_files, ign_dirs, dir_stat)
     if rescan:
         builder.rescan.add(rel)
 
@@ -546,20 +651,6 @@ def _dir_stat(st: os.stat_result, started_ns: int) -> tuple[int, int, int] | Non
     if _is_racy(mtime, started_ns) or _is_racy(ctime, started_ns):
         return None
     return mtime, ctime, st.st_ino
-
-
-def _sum_subtrees(dirs: dict[str, _Dir]) -> None:
-    """Fill ``_Dir.weight`` with the number of tracked files in each subtree (to balance parallel diffs)."""
-    for rel in sorted(dirs, key=lambda r: r.count("/"), reverse=True):
-        record = dirs[rel]
-        record.weight += record.count
-        if rel:
-            parent = dirs.get(rel.rpartition("/")[0])
-            if parent is not None:
-                parent.weight += record.weight
-
-
-_NO_DIR = _Dir(0, 0, "", _EMPTY, _EMPTY, _EMPTY, None)
 
 
 def diff(before: Snapshot, options: TrackerOptions = TrackerOptions()) -> Changes:
@@ -592,8 +683,9 @@ def _diff_full(before: Snapshot, options: TrackerOptions) -> Changes:
     """Walk the whole tree again and compare it with ``before``.
 
     On Linux with 2+ usable CPUs and at least ``PARALLEL_MIN_FILES`` tracked files, part of the tree is
-    walked by a forked child process: it inherits ``before`` (whose flat arrays it only reads, so few pages
-    get copied), walks, sends back its findings and ``_exit``s; if it fails, that part is walked in-process.
+    walked by a forked child process: it inherits ``before`` (it only reads the small in-memory index, so
+    few pages get copied, and the records' mapping, which is shared), walks, sends back its findings and
+    ``_exit``s; if it fails, that part is walked in-process.
     ``KIMI_MCP_TRACKER_FORK=0`` disables this.
     """
     walk = _DiffWalk(before, options)
@@ -602,8 +694,9 @@ def _diff_full(before: Snapshot, options: TrackerOptions) -> Changes:
         return walk.finish()
     items: list[str] = []
     walk.scan("", items)
-    items = _expand(walk, items, before._dirs)
-    mine, theirs = _split(items, before._dirs)
+    weights = _subtree_weights(before._dirs)
+    items = _expand(walk, items, weights)
+    mine, theirs = _split(items, weights)
     child = _fork_walk(walk.fresh(), theirs) if theirs else None
     try:
         walk.walk(mine)
@@ -669,7 +762,9 @@ class _DiffWalk:
 
     def scan(self, rel: str, stack: list[str]) -> None:
         """Compare one directory with its snapshot record; push the subdirectories to walk onto ``stack``."""
-        old = self.old_dirs.get(rel)
+        record = self.old_dirs.get(rel)
+        # Read before the directory is opened: a failure to read the records must not pass for "gone".
+        old = self.before._load(rel, record) if record is not None else None
         try:
             dir_fd = _open_dir(self.root, rel)
         except PermissionError:
@@ -678,10 +773,11 @@ class _DiffWalk:
         except OSError:  # gone, or replaced by a file/symlink: its files count as deleted
             return
         try:
-            if old is not None and TRUST_DIR_STAT and old.stat is not None and _same_dir(dir_fd, old.stat):
+            stat = record.stat if record is not None and TRUST_DIR_STAT else None
+            if old is not None and stat is not None and _same_dir(dir_fd, stat):
                 self._scan_unchanged_dir(dir_fd, rel, old, stack)
             else:
-                self._scan_listing(dir_fd, rel, old or _NO_DIR, stack)
+                self._scan_listing(dir_fd, rel, old or _NO_FILES, stack)
         except PermissionError:
             self.unreadable.append(rel)
             return
@@ -692,17 +788,13 @@ class _DiffWalk:
         if old is not None:
             self.visited.append(rel)
 
-    def _scan_unchanged_dir(self, dir_fd: int, rel: str, old: _Dir, stack: list[str]) -> None:
+    def _scan_unchanged_dir(self, dir_fd: int, rel: str, old: _Files, stack: list[str]) -> None:
         """Same entries as at snapshot time (the directory's mtime/ctime/inode did not move): lstat the known
         files by name instead of listing the directory. Hot loop: once per file of an unchanged tree."""
-        before = self.before
-        base = old.base
-        stats = iter(before._stats[3 * base : 3 * (base + old.count)])
-        inodes = before._inodes[base : base + old.count]
+        stats = iter(old.stats)
         lstat = os.lstat
-        names = before._dir_names(old)
         for j, (name, size, mtime, ctime, ino) in enumerate(
-            zip(names, stats, stats, stats, inodes, strict=True)
+            zip(old.names, stats, stats, stats, old.inodes, strict=True)
         ):
             try:
                 st = lstat(name, dir_fd=dir_fd)
@@ -713,21 +805,18 @@ class _DiffWalk:
                 continue
             if (
                 size != st.st_size or mtime != st.st_mtime_ns or ctime != st.st_ctime_ns or ino != st.st_ino
-            ) and not self._changed(dir_fd, rel, name, st, base + j, stack):
+            ) and not self._changed(dir_fd, rel, name, st, old.ident(j), stack):
                 self.deleted.append(_join(rel, name))
         excluded = self.excluded
         prefix = rel + "/" if rel else ""
         stack.extend(prefix + name for name in old.subdirs if name not in excluded)
 
-    def _scan_listing(self, dir_fd: int, rel: str, old: _Dir, stack: list[str]) -> None:
-        """List the directory: new entries, vanished files, changed files (``old`` is ``_NO_DIR`` if new)."""
-        before = self.before
-        base = old.base
-        names = before._dir_names(old)
+    def _scan_listing(self, dir_fd: int, rel: str, old: _Files, stack: list[str]) -> None:
+        """List the directory: new entries, vanished files, changed files (``old`` is ``_NO_FILES`` if new)."""
+        names = old.names
         slot_of = {name: j for j, name in enumerate(names)}
-        stats = before._stats[3 * base : 3 * (base + old.count)]
-        inodes = before._inodes[base : base + old.count]
-        seen = bytearray(old.count)
+        stats, inodes = old.stats, old.inodes
+        seen = bytearray(len(names))
         with os.scandir(dir_fd) as it:
             for entry in it:
                 name = entry.name
@@ -749,14 +838,14 @@ class _DiffWalk:
                     or stats[k + 1] != st.st_mtime_ns
                     or stats[k + 2] != st.st_ctime_ns
                     or inodes[j] != st.st_ino
-                ) and not self._changed(dir_fd, rel, name, st, base + j, stack):
+                ) and not self._changed(dir_fd, rel, name, st, old.ident(j), stack):
                     continue  # no longer a file: deleted
                 seen[j] = 1
         if seen.count(0):
-            self.deleted.extend(_join(rel, names[j]) for j in range(old.count) if not seen[j])
+            self.deleted.extend(_join(rel, name) for j, name in enumerate(names) if not seen[j])
 
     def _changed(
-        self, dir_fd: int, rel: str, name: str, st: os.stat_result, slot: int, stack: list[str]
+        self, dir_fd: int, rel: str, name: str, st: os.stat_result, old_ident: int | None, stack: list[str]
     ) -> bool:
         """A known file's stat moved: compare contents. False if it is no longer a file or symlink (the
         caller reports it deleted); a directory in its place is walked as a new one."""
@@ -765,7 +854,6 @@ class _DiffWalk:
             if _S_ISDIR(st.st_mode) and name not in self.excluded and not self._ignored(rel, name, True):
                 stack.append(_join(rel, name))
             return False
-        old_ident = self.before._ident_at(slot)
         if ident is None or old_ident is None or ident != old_ident:
             self.modified.append(_join(rel, name))
         if self.linked is not None and st.st_nlink > 1 and rel not in self.before._rescan:
@@ -773,7 +861,7 @@ class _DiffWalk:
         return True
 
     def _unknown_entry(
-        self, entry: os.DirEntry[str], rel: str, name: str, old: _Dir, stack: list[str]
+        self, entry: os.DirEntry[str], rel: str, name: str, old: _Files, stack: list[str]
     ) -> None:
         """An entry that was not a tracked file: a directory, a new file or a known-ignored file."""
         if entry.is_dir(follow_symlinks=False):
@@ -801,7 +889,7 @@ class _DiffWalk:
         for rel, old in self.old_dirs.items():
             if rel in visited or not old.count or _under_any(rel, self.unreadable):
                 continue
-            self.deleted.extend(_join(rel, name) for name in self.before._dir_names(old))
+            self.deleted.extend(_join(rel, name) for name in self.before._load(rel, old).names)
         return Changes(sorted(set(self.created)), sorted(set(self.modified)), sorted(set(self.deleted)))
 
 
@@ -897,32 +985,36 @@ def _parallel_ok(before: Snapshot) -> bool:
     return cpus >= 2
 
 
-def _weight(rel: str, dirs: dict[str, _Dir]) -> int:
-    record = dirs.get(rel)
-    return record.weight if record is not None else 0
+def _subtree_weights(dirs: dict[str, _Dir]) -> dict[str, int]:
+    """The number of tracked files in each snapshot directory's subtree (to balance parallel diffs)."""
+    weights = {rel: record.count for rel, record in dirs.items()}
+    for rel in sorted(dirs, key=lambda r: r.count("/"), reverse=True):
+        if rel and (parent := rel.rpartition("/")[0]) in weights:
+            weights[parent] += weights[rel]
+    return weights
 
 
-def _expand(walk: _DiffWalk, items: list[str], dirs: dict[str, _Dir]) -> list[str]:
+def _expand(walk: _DiffWalk, items: list[str], weights: dict[str, int]) -> list[str]:
     """Scan the heaviest subtrees in-process until no single one holds more than a quarter of the work."""
     for _ in range(_EXPAND_LIMIT):
         if not items:
             break
-        heavy = max(items, key=lambda rel: _weight(rel, dirs))
-        if _weight(heavy, dirs) * 4 <= sum(_weight(rel, dirs) for rel in items):
+        heavy = max(items, key=lambda rel: weights.get(rel, 0))
+        if weights.get(heavy, 0) * 4 <= sum(weights.get(rel, 0) for rel in items):
             break
         items.remove(heavy)
         walk.scan(heavy, items)
     return items
 
 
-def _split(items: list[str], dirs: dict[str, _Dir]) -> tuple[list[str], list[str]]:
+def _split(items: list[str], weights: dict[str, int]) -> tuple[list[str], list[str]]:
     """Greedy two-way partition of subtrees by snapshot weight."""
     bins: tuple[list[str], list[str]] = ([], [])
     loads = [0, 0]
-    for rel in sorted(items, key=lambda r: _weight(r, dirs), reverse=True):
+    for rel in sorted(items, key=lambda r: weights.get(r, 0), reverse=True):
         i = 0 if loads[0] <= loads[1] else 1
         bins[i].append(rel)
-        loads[i] += _weight(rel, dirs)
+        loads[i] += weights.get(rel, 0)
     return bins
 
 
