@@ -95,7 +95,14 @@ def read_small_file(path: str, dir_fd: int | None = None) -> bytes | None:
     except OSError:
         return None
     try:
-        return os.read(fd, _MAX_IGNORE_FILE)
+        # size the buffer to the file: os.read allocates what it is asked for, per ignore file
+        want = min(os.fstat(fd).st_size + 1, _MAX_IGNORE_FILE)
+        data = os.read(fd, want)
+        while len(data) < _MAX_IGNORE_FILE and (
+            more := os.read(fd, min(65536, _MAX_IGNORE_FILE - len(data)))
+        ):
+            data += more  # the file grew since fstat
+        return data
     except OSError:  # e.g. EISDIR when ".gitignore" is a directory
         return None
     finally:
