@@ -118,3 +118,22 @@ def test_sigterm_stops_the_standby_and_the_exiting_kimi(
     assert seen["kimi_before"] >= 1, "a standby Kimi should be running after the call"
     assert seen["server_gone"], "the server must exit on SIGTERM even while its client is connected"
     assert seen["left"] == [], f"Kimi processes outlived a SIGTERM'd server: {seen['left']}"
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # dialect-independent behaviour
+def test_standby_at_startup_serves_the_first_call(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    kimi.env["KIMI_MCP_STANDBY"] = "startup"  # the server's directory is the workspace (with_client's cwd)
+    fake.script([Reply.tool(*kimi.write("first.txt", "1\n")), Reply.text_reply("first done")])
+
+    async def body(client):
+        result = await client.call_tool(
+            "kimi_code_task", {"task_description": "FIRST task", "work_dir": str(workspace)}
+        )
+        return result.structured_content
+
+    data = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert data["success"] is True and data["warm_start"] is True
+    assert data["files_created"] == ["first.txt"] and data["file_contents"] == {"first.txt": "1\n"}
+    assert not processes_with_home(kimi.home)
