@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import kimi_install  # noqa: E402
 from fake_moonshot import FakeMoonshot  # noqa: E402
+
+from kimi_mcp import tracker  # noqa: E402
 
 FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
 
@@ -148,3 +152,10 @@ def kimi(request: pytest.FixtureRequest, home: Path) -> KimiUnderTest:
     else:
         env = request.getfixturevalue("kimi_code_env")
     return KimiUnderTest(request.param, env, home)
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make tracker snapshots believe they were taken 10 s from now, so no file counts as racily clean."""
+    fake = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10_000_000_000)
+    monkeypatch.setattr(tracker, "time", fake)

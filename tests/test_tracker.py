@@ -6,10 +6,10 @@ import os
 import shutil
 import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
+from tracker_helpers import DEFAULTS, changes, write
 
 from kimi_mcp import tracker
 from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, is_secret_path
@@ -23,7 +23,6 @@ from kimi_mcp.tracker import (
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX semantics")
 CAN_WATCH = sys.platform.startswith("linux")
-DEFAULTS = TrackerOptions()
 
 
 @pytest.fixture(params=["watched", "full"])
@@ -52,26 +51,6 @@ def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
     assert result == tracker._diff_full(before, options), "the watched diff differs from the full walk"
     assert result.method == ("watched" if watching and before.watching else "full"), result.reason
     return result
-
-
-def write(root: Path, rel: str, data: str | bytes = "x\n") -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(data, str):
-        data = data.encode()
-    path.write_bytes(data)
-    return path
-
-
-def changes(created=(), modified=(), deleted=()) -> Changes:
-    return Changes(sorted(created), sorted(modified), sorted(deleted))
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make snapshots believe they were taken 10 s from now, so no file counts as racily clean."""
-    fake = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10_000_000_000)
-    monkeypatch.setattr(tracker, "time", fake)
 
 
 def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:

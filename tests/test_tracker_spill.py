@@ -11,31 +11,17 @@ import os
 import random
 import sys
 import tempfile
-import time
 import tracemalloc
-import types
 from pathlib import Path
 
 import pytest
+from tracker_helpers import DEFAULTS, changes, write
 from xxhash import xxh3_64_intdigest
 
 from kimi_mcp import _spill, tracker
-from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions
+from kimi_mcp.tracker import Changes, Snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and inotify: Linux")
-
-DEFAULTS = TrackerOptions()
-
-
-def write(root: Path, rel: str, data: str | bytes = "x\n") -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    return path
-
-
-def changes(created=(), modified=(), deleted=()) -> Changes:
-    return Changes(sorted(created), sorted(modified), sorted(deleted))
 
 
 @pytest.fixture(autouse=True)
@@ -64,13 +50,6 @@ def ws(tmp_path: Path) -> Path:
 def small_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Write the file every few blocks, so a small tree goes through many flushes."""
     monkeypatch.setattr(_spill, "FLUSH_BYTES", 256)
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make snapshots believe they were taken 10 s from now, so no file counts as racily clean."""
-    fake = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10_000_000_000)
-    monkeypatch.setattr(tracker, "time", fake)
 
 
 def check(before: Snapshot, expected: Changes, method: str) -> None:

@@ -15,31 +15,19 @@ import sys
 import termios
 import threading
 import time
-import types
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tracker_helpers import DEFAULTS, changes, write
 
 from kimi_mcp import _watch, tracker
 from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 
-DEFAULTS = TrackerOptions()
 EXCLUDE_TARGET = TrackerOptions(extra_excluded_dirs=frozenset({"target"}))
-
-
-def write(root: Path, rel: str, data: str | bytes = "x\n") -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data.encode() if isinstance(data, str) else data)
-    return path
-
-
-def changes(created=(), modified=(), deleted=()) -> Changes:
-    return Changes(sorted(created), sorted(modified), sorted(deleted))
 
 
 def sh(root: Path, script: str) -> None:
@@ -50,13 +38,6 @@ def sh(root: Path, script: str) -> None:
 @pytest.fixture(autouse=True)
 def _watching(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KIMI_MCP_TRACKER_WATCH", raising=False)
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make snapshots believe they were taken 10 s from now, so no file counts as racily clean."""
-    fake = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10_000_000_000)
-    monkeypatch.setattr(tracker, "time", fake)
 
 
 @contextlib.contextmanager
