@@ -110,6 +110,7 @@ def new_session(
     *,
     deadline: float,
     cancel: threading.Event,
+    on_progress: Callable[[str], None] | None = None,
 ) -> KimiSession:
     """An unstarted session for one workspace and mode."""
     return KimiSession(
@@ -120,6 +121,7 @@ def new_session(
         deadline=deadline,
         startup_timeout=settings.startup_timeout,
         cancel=cancel,
+        on_progress=on_progress,
         secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
         transcript_dir=settings.transcript_dir,
         login=login_options(settings, env),
@@ -193,19 +195,19 @@ def run_task(
             held.append(lock)
         key = standby_key(binary, install, request.workspace, request.read_only, settings)
         session = _pool.take(key, cancel, deadline) if settings.standby != "off" else None
-        if session is not None:
-            _pool.adopt(session)
-        before = pool.submit(tracker.take_snapshot, request.workspace, options)
+        result.warm_start = session is not None
         if session is not None:
             session.rebind(deadline=deadline, cancel=cancel, on_progress=progress)
-            progress(f"using a ready Kimi ({install.dialect} {install.version})")
-            result.warm_start = True
         else:
             session = new_session(
-                install, request.workspace, request.read_only, settings, env, deadline=deadline, cancel=cancel
-            )
-            session.rebind(deadline=deadline, cancel=cancel, on_progress=progress)
-            _pool.adopt(session)
+                install, request.workspace, request.read_only, settings, env,
+                deadline=deadline, cancel=cancel, on_progress=progress,
+            )  # fmt: skip
+        _pool.adopt(session)  # from here on, server shutdown stops it too
+        before = pool.submit(tracker.take_snapshot, request.workspace, options)
+        if result.warm_start:
+            progress(f"using a ready Kimi ({install.dialect} {install.version})")
+        else:
             session.start()
         result.timings["startup"] = round(time.monotonic() - started, 3)
         if settings.standby != "off" and not key.lists_workspace:
@@ -228,7 +230,6 @@ def run_task(
             try:
                 changes = tracker.diff(before.result(), options)
                 result.timings["changes"] = round(time.monotonic() - diff_started, 4)
-                before.result().close()  # its inotify watches are no longer needed
                 log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
                 _fill_changes(result, request.workspace, changes, options)
             except Exception as exc:  # report the turn even if the tracker fails
@@ -248,7 +249,7 @@ def run_task(
             _pool.release(session)
         pool.shutdown(wait=True)
         if before is not None and not before.cancelled() and before.exception() is None:
-            before.result().close()  # idempotent; also when the diff never ran
+            before.result().close()  # releases its inotify watches, whether or not the diff ran
         for item in reversed(held):
             item.release()
     if trace is not None:

@@ -475,8 +475,7 @@ class KimiSession:
         child = self._child
         if child is None:
             return
-        procs = descendants(child.pid)
-        terminate_tree(child.pid if procs else None, procs, grace=grace)
+        terminate_tree(child.pid if descendants(child.pid) else None, grace=grace)  # it signals the tree
         with contextlib.suppress(Exception):
             child.close(force=True)
 
