@@ -223,7 +223,8 @@ class TLSProxy:
         self._listener = socket.create_server(("127.0.0.1", port), backlog=128)
         self._wake_r, self._wake_w = socket.socketpair()
         self._accept_thread: threading.Thread | None = None
-        self._threads: set[threading.Thread] = set()
+        self._threads: set[threading.Thread] = set()  # connections being served
+        self._started: list[threading.Thread] = []  # every connection thread, for stop() to join
         self._sockets: set[socket.socket] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -250,7 +251,8 @@ class TLSProxy:
         if self._accept_thread is not None:
             self._accept_thread.join(timeout)
         with self._lock:
-            sockets, threads = list(self._sockets), list(self._threads)
+            # every thread, not just those still serving: one that has left _threads may still be exiting
+            sockets, threads = list(self._sockets), list(self._started)
         for sock in sockets:  # unblocks threads stuck in sendall()/recv()
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -288,6 +290,7 @@ class TLSProxy:
                     )
                     with self._lock:
                         self._threads.add(thread)
+                        self._started.append(thread)
                         self._sockets.add(client)
                     thread.start()
 
