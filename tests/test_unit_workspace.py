@@ -140,23 +140,68 @@ def test_file_instead_of_directory_is_filesystem_error(tmp_path: Path) -> None:
     assert "not a directory" in info.value.message
 
 
-def test_filesystem_root_is_refused() -> None:
-    with pytest.raises(WorkspaceError) as info:
+def test_filesystem_root_is_refused_as_bad_input() -> None:
+    with pytest.raises(BadInput) as info:
         resolve_workspace("/", [], None)
-    assert info.value.type == "filesystem"
-    assert "root" in info.value.message
+    assert info.value.type == "bad_input"
+    assert "filesystem root" in info.value.message
+    with pytest.raises(BadInput):  # the opt-in for the home never lets / through
+        resolve_workspace("/", [], None, allow_home=True)
 
 
 def test_root_uri_of_filesystem_root_is_refused() -> None:
-    with pytest.raises(WorkspaceError):
+    with pytest.raises(BadInput):
         resolve_workspace(None, roots_to_paths(["file:///"]), None)
 
 
 def test_symlink_to_filesystem_root_is_refused(tmp_path: Path) -> None:
     link = tmp_path / "slash"
     link.symlink_to("/", target_is_directory=True)
-    with pytest.raises(WorkspaceError):
+    with pytest.raises(BadInput):
         resolve_workspace(str(link), [], None)
+
+
+@pytest.fixture
+def fake_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "users" / "me"
+    (home / "proj").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.mark.parametrize("how", ["work_dir", "tilde", "root", "default", "cwd"])
+def test_home_directory_is_refused_from_every_source(
+    fake_home: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    monkeypatch.chdir(fake_home)
+    args = {
+        "work_dir": (str(fake_home), [], None),
+        "tilde": ("~", [], None),
+        "root": (None, [str(fake_home)], None),
+        "default": (None, [], "~"),
+        "cwd": (None, [], None),
+    }[how]
+    with pytest.raises(BadInput) as info:
+        resolve_workspace(*args)
+    assert "home directory" in info.value.message
+    assert "KIMI_MCP_ALLOW_HOME_WORKSPACE" in info.value.suggestion
+
+
+def test_home_directory_is_allowed_with_the_opt_in(fake_home: Path) -> None:
+    assert resolve_workspace(str(fake_home), [], None, allow_home=True) == fake_home.resolve()
+
+
+def test_a_directory_above_the_home_is_always_refused(fake_home: Path) -> None:
+    for above in (fake_home.parent, fake_home.parent.parent):
+        with pytest.raises(BadInput, match="contains your home"):
+            resolve_workspace(str(above), [], None, allow_home=True)
+
+
+def test_a_project_inside_the_home_and_a_sibling_of_it_are_fine(fake_home: Path) -> None:
+    assert resolve_workspace("~/proj", [], None) == (fake_home / "proj").resolve()
+    sibling = fake_home.parent / "other"
+    sibling.mkdir()
+    assert resolve_workspace(str(sibling), [], None) == sibling.resolve()
 
 
 # ---------------------------------------------------------------------------------------- roots_to_paths

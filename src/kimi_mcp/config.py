@@ -32,6 +32,18 @@ class Settings(BaseModel):
     workspace: str | None = Field(
         default=None, description="Default workspace when no work_dir/root is given"
     )
+    allow_home_workspace: bool = Field(
+        default=False, description="Allow the user's home directory itself as a workspace (never / or above)"
+    )
+    state_dir: str | None = Field(
+        default=None,
+        description="kimi-mcp's own files (default $XDG_STATE_HOME/kimi-mcp or ~/.local/state/kimi-mcp)",
+    )
+    http_token: str | None = Field(
+        default=None,
+        description="Bearer token the HTTP transport requires (needed for a non-loopback --host)",
+        repr=False,
+    )
     max_file_chars: int = Field(default=20_000, ge=0, description="Per-file content cap in a result")
     max_total_chars: int = Field(default=30_000, ge=0, description="Cap on all file contents in a result")
     max_result_chars: int = Field(
@@ -117,3 +129,13 @@ def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> S
             for err in exc.errors()
         )
         raise ConfigError(f"invalid kimi-mcp configuration ({path}): {problems}") from exc
+
+
+def state_dir(settings: Settings, environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """Where kimi-mcp keeps its own files: ``state_dir``, else ``$XDG_STATE_HOME/kimi-mcp``, else
+    ``~/.local/state/kimi-mcp`` (not created here)."""
+    environ = os.environ if environ is None else environ
+    if settings.state_dir:
+        return Path(settings.state_dir).expanduser()
+    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "kimi-mcp"

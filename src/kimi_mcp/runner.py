@@ -22,12 +22,13 @@ from . import tracker
 from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._warm import SessionPool, StandbyKey
-from .config import Settings
+from .config import Settings, state_dir
 from .drivers import KimiInstall, find_binary, make_driver, probe
 from .drivers.base import Driver, LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
 from .models import ErrorInfo, Evidence, TaskResult, TruncatedItem, Usage
 from .session import KimiSession, TurnTrace
+from .workspace import inside_prefixes, kimi_state_dirs, resolve_workspace
 
 log = get_logger("runner")
 
@@ -150,14 +151,19 @@ def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -
     """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
     env = dict(os.environ if environ is None else environ)
     try:
-        workspace = Path(settings.workspace or os.getcwd()).resolve()
+        workspace = resolve_workspace(None, [], settings.workspace, allow_home=settings.allow_home_workspace)
         binary = find_binary(settings.kimi_bin, env)
         install = probe(binary, env, settings.dialect)
     except (KimiMCPError, OSError) as exc:
         log.info("no standby at startup: %s", exc)
         return
-    if workspace.is_dir():
-        prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
+    prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
+
+
+def private_dirs(settings: Settings, env: dict[str, str]) -> list[Path]:
+    """Directories whose files are Kimi's or kimi-mcp's own, never a task's changes."""
+    dirs = [*kimi_state_dirs(env), state_dir(settings, env)]
+    return dirs + ([Path(settings.transcript_dir)] if settings.transcript_dir else [])
 
 
 def run_task(
@@ -231,7 +237,8 @@ def run_task(
                 changes = tracker.diff(before.result(), options)
                 result.timings["changes"] = round(time.monotonic() - diff_started, 4)
                 log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
-                _fill_changes(result, request.workspace, changes, options)
+                private = inside_prefixes(request.workspace, private_dirs(settings, env))
+                _fill_changes(result, request.workspace, changes.without(private), options)
             except Exception as exc:  # report the turn even if the tracker fails
                 log.exception("tracker failed")
                 error = error or SessionError(f"could not list changed files: {exc}")

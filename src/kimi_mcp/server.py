@@ -13,10 +13,12 @@ import sys
 import threading
 
 from fastmcp import FastMCP
+from fastmcp.server.auth import TokenVerifier
 
 from . import __version__, runner
 from ._logging import setup_logging
 from .config import ConfigError, Settings, load_env_file, load_settings
+from .http_auth import http_auth
 from .tools import register_tools
 
 INSTRUCTIONS = (
@@ -28,8 +30,8 @@ INSTRUCTIONS = (
 )
 
 
-def create_server(settings: Settings) -> FastMCP:
-    mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS)
+def create_server(settings: Settings, auth: TokenVerifier | None = None) -> FastMCP:
+    mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
     register_tools(mcp, settings)
     return mcp
 
@@ -61,12 +63,13 @@ def main(argv: list[str] | None = None) -> None:
     load_env_file()
     try:
         settings = load_settings()
+        auth = http_auth(args.host, settings.http_token) if args.http else None
     except ConfigError as exc:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     setup_logging(settings.log_level, settings.log_file)
     try:
-        mcp = create_server(settings)
+        mcp = create_server(settings, auth)
     except ValueError as exc:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc

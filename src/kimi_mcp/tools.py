@@ -91,7 +91,9 @@ class _Call:
         roots = [] if work_dir else await client_roots(self.ctx)
         if isinstance(roots, mcp_types.InputRequiredResult):
             return roots
-        self.workspace = resolve_workspace(work_dir, roots, self.settings.workspace)
+        self.workspace = resolve_workspace(
+            work_dir, roots, self.settings.workspace, allow_home=self.settings.allow_home_workspace
+        )
         return self.workspace
 
     def files(self, paths: list[str], *, required: bool = False) -> list[ContextFile]:

@@ -149,6 +149,16 @@ class Changes:
     method: Literal["watched", "full"] = field(default="full", compare=False)
     reason: str | None = field(default=None, compare=False)
 
+    def without(self, prefixes: tuple[str, ...]) -> Changes:
+        """These changes minus the paths in (or equal to) any of ``prefixes`` (relative directories)."""
+        if not prefixes:
+            return self
+
+        def keep(paths: list[str]) -> list[str]:
+            return [p for p in paths if not any(p == d or p.startswith(d + "/") for d in prefixes)]
+
+        return Changes(keep(self.created), keep(self.modified), keep(self.deleted), self.method, self.reason)
+
 
 @dataclass
 class TruncatedItem:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -11,8 +12,15 @@ from ._ignore import is_secret_path
 from .errors import BadInput, WorkspaceError
 
 
-def resolve_workspace(work_dir: str | None, roots: list[str], default: str | None) -> Path:
-    """``work_dir`` if given, else the client's first root, else ``KIMI_MCP_WORKSPACE``, else the cwd."""
+def resolve_workspace(
+    work_dir: str | None, roots: list[str], default: str | None, *, allow_home: bool = False
+) -> Path:
+    """``work_dir`` if given, else the client's first root, else ``KIMI_MCP_WORKSPACE``, else the cwd.
+
+    The filesystem root, the user's home and any directory above the home are refused (Kimi would run
+    with every file of the user in reach, and the change list would walk them all); ``allow_home`` lets
+    the home itself through, never ``/`` or what lies above the home.
+    """
     if work_dir is not None and work_dir.strip():
         raw = os.path.expanduser(work_dir.strip())
         base = roots[0] if roots else (os.path.expanduser(default) if default else os.getcwd())
@@ -29,13 +37,39 @@ def resolve_workspace(work_dir: str | None, roots: list[str], default: str | Non
     if not candidate.is_dir():
         raise WorkspaceError(f"{source} {candidate} is not a directory", details={"work_dir": str(candidate)})
     resolved = candidate.resolve()
-    if resolved == Path(resolved.anchor):
-        raise WorkspaceError(
-            "refusing to use the filesystem root as the workspace",
-            details={"work_dir": str(candidate)},
-            suggestion="Pass the project directory as work_dir.",
-        )
+    _refuse_too_wide(resolved, source, allow_home)
     return resolved
+
+
+def user_home() -> Path:
+    """The user's home as the server sees it (``$HOME``, else the password database)."""
+    return Path(os.path.expanduser("~")).resolve()
+
+
+def _refuse_too_wide(resolved: Path, source: str, allow_home: bool) -> None:
+    home = user_home()
+    if resolved == Path(resolved.anchor):
+        what = "the filesystem root"
+    elif resolved == home and not allow_home:
+        what = "your home directory"
+    elif resolved != home and home.is_relative_to(resolved):
+        what = "a directory that contains your home directory"
+    else:
+        return
+    raise BadInput(
+        f"refusing to use {what} ({resolved}, the {source}) as the workspace: Kimi would run with every "
+        "file in it in reach, and the change list would walk all of them",
+        details={"work_dir": str(resolved), "source": source},
+        suggestion=(
+            "Pass the project directory as work_dir (or open the MCP client in the project). "
+            + (
+                "KIMI_MCP_ALLOW_HOME_WORKSPACE=1 allows the home directory itself."
+                if what == "your home directory"
+                else "The home directory itself needs KIMI_MCP_ALLOW_HOME_WORKSPACE=1; / and what lies "
+                "above the home are never allowed."
+            )
+        ),
+    )
 
 
 def roots_to_paths(uris: list[str]) -> list[str]:
@@ -166,3 +200,22 @@ def workspace_overview(workspace: Path, limit: int = 200) -> str:
                 more += 1
     listing = "\n".join(files)
     return listing + (f"\n… and {more} more files" if more else "")
+
+
+def kimi_state_dirs(env: Mapping[str, str]) -> list[Path]:
+    """Where either Kimi keeps its own state (sessions, caches, config) for the environment it runs in."""
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    dirs = [home / ".kimi", home / ".kimi-code"]
+    dirs += [Path(env[name]) for name in ("KIMI_SHARE_DIR", "KIMI_CODE_HOME") if env.get(name)]
+    return dirs
+
+
+def inside_prefixes(workspace: Path, dirs: Iterable[Path]) -> tuple[str, ...]:
+    """The ``dirs`` that lie inside ``workspace``, as POSIX paths relative to it (for filtering reports)."""
+    root = os.path.realpath(workspace)
+    found: list[str] = []
+    for folder in dirs:
+        real = os.path.realpath(os.path.expanduser(str(folder)))
+        if real != root and real.startswith(root.rstrip(os.sep) + os.sep):
+            found.append(Path(os.path.relpath(real, root)).as_posix())
+    return tuple(found)
