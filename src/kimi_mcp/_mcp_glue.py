@@ -20,6 +20,7 @@ from .config import Settings
 from .errors import KimiMCPError
 from .models import ErrorInfo, TaskResult
 from .runner import TaskRequest, run_task
+from .secrets import Redactor
 from .workspace import roots_to_paths
 
 log = get_logger("tools")
@@ -72,9 +73,10 @@ def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] =
     return cls(success=False, workspace=workspace, error=ErrorInfo.from_exception(exc))
 
 
-def to_tool_result(result: TaskResult, settings: Settings) -> ToolResult:
+def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | None = None) -> ToolResult:
+    """The MCP reply: structured content plus the same JSON as text; secrets masked in every string."""
     result = fit_to_budget(result, settings.max_result_chars)
-    payload = result.model_dump(mode="json")
+    payload = (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
     return ToolResult(
         content=json.dumps(payload, ensure_ascii=False),
         structured_content=payload,

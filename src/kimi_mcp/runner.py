@@ -27,12 +27,11 @@ from .drivers import KimiInstall, find_binary, make_driver, probe
 from .drivers.base import Driver, LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
 from .models import ErrorInfo, Evidence, TaskResult, TruncatedItem, Usage
+from .secrets import Redactor, WorkspaceSecrets, configured_secrets
 from .session import KimiSession, TurnTrace
 from .workspace import inside_prefixes, kimi_state_dirs, resolve_workspace
 
 log = get_logger("runner")
-
-SECRET_ENV_VARS = ("MOONSHOT_API_KEY", "KIMI_API_KEY", "KIMI_MODEL_API_KEY", "OPENAI_API_KEY")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +39,8 @@ class TaskRequest:
     prompt: str
     workspace: Path
     read_only: bool = False
+    #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
+    redactor: Redactor | None = None
 
 
 class _Slots:
@@ -112,6 +113,7 @@ def new_session(
     deadline: float,
     cancel: threading.Event,
     on_progress: Callable[[str], None] | None = None,
+    redact: Redactor | None = None,
 ) -> KimiSession:
     """An unstarted session for one workspace and mode."""
     return KimiSession(
@@ -123,7 +125,7 @@ def new_session(
         startup_timeout=settings.startup_timeout,
         cancel=cancel,
         on_progress=on_progress,
-        secrets=[env[name] for name in SECRET_ENV_VARS if env.get(name)],
+        redact=redact or Redactor(configured_secrets(env)),
         transcript_dir=settings.transcript_dir,
         login=login_options(settings, env),
     )
@@ -181,6 +183,9 @@ def run_task(
     started = time.monotonic()
     deadline = started + settings.timeout
     result = TaskResult(success=False, workspace=str(request.workspace))
+    redactor = request.redactor or Redactor()
+    redactor.add(configured_secrets(env))
+    found = WorkspaceSecrets(redactor, request.workspace, settings.exclude_dirs)
     options = tracker_options(settings)
     held: list[threading.Lock | threading.BoundedSemaphore] = []
     session: KimiSession | None = None
@@ -203,11 +208,11 @@ def run_task(
         session = _pool.take(key, cancel, deadline) if settings.standby != "off" else None
         result.warm_start = session is not None
         if session is not None:
-            session.rebind(deadline=deadline, cancel=cancel, on_progress=progress)
+            session.rebind(deadline=deadline, cancel=cancel, on_progress=progress, redact=redactor)
         else:
             session = new_session(
                 install, request.workspace, request.read_only, settings, env,
-                deadline=deadline, cancel=cancel, on_progress=progress,
+                deadline=deadline, cancel=cancel, on_progress=progress, redact=redactor,
             )  # fmt: skip
         _pool.adopt(session)  # from here on, server shutdown stops it too
         before = pool.submit(tracker.take_snapshot, request.workspace, options)
@@ -219,6 +224,7 @@ def run_task(
         if settings.standby != "off" and not key.lists_workspace:
             prewarm(key, install, settings, env)  # this call's changes cannot make it stale
         before.result()  # the snapshot must be complete before Kimi can touch anything
+        found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
         trace = session.run_turn(request.prompt)
         result.timings["turn"] = round(time.monotonic() - turn_started, 3)
@@ -242,6 +248,7 @@ def run_task(
             except Exception as exc:  # report the turn even if the tracker fails
                 log.exception("tracker failed")
                 error = error or SessionError(f"could not list changed files: {exc}")
+        found.finish()  # before Kimi's transcript is saved and anything is returned
         if session is not None:
             if trace is None:
                 trace = session.trace
@@ -260,10 +267,9 @@ def run_task(
         for item in reversed(held):
             item.release()
     if trace is not None:
-        redact = session.redact if session is not None else (lambda text: text)
-        result.output = redact(trace.output)
+        result.output = trace.output
         result.evidence = build_evidence(
-            trace, session.driver if session else None, request.workspace, redact
+            trace, session.driver if session else None, request.workspace, lambda text: text
         )
         if trace.input_tokens or trace.output_tokens:
             result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
@@ -283,7 +289,7 @@ def run_task(
         len(result.files_deleted),
         result.duration_s,
     )
-    return result
+    return TaskResult.model_validate(redactor.mask_tree(result.model_dump()))  # secrets masked everywhere
 
 
 def build_evidence(

@@ -31,6 +31,7 @@ from ._screen import TerminalScreen, strip_ansi
 from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent
 from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from .models import ToolCallTrace
+from .secrets import Redactor
 
 log = get_logger("session")
 
@@ -170,7 +171,7 @@ class KimiSession:
         startup_timeout: float = 60.0,
         cancel: threading.Event | None = None,
         on_progress: Callable[[str], None] | None = None,
-        secrets: list[str] | None = None,
+        redact: Redactor | None = None,
         transcript_dir: str | None = None,
         login: LoginOptions | None = None,
     ) -> None:
@@ -181,8 +182,8 @@ class KimiSession:
         self.deadline = deadline
         self.startup_timeout = startup_timeout
         self.cancel = cancel or threading.Event()
-        self._progress = on_progress or (lambda _msg: None)
-        self._secrets = [s for s in (secrets or []) if s and len(s) >= 4]
+        self._on_progress = on_progress or (lambda _msg: None)
+        self._redactor = redact or Redactor()
         self._transcript_dir = transcript_dir
         self._transcript: list[str] = []
         self.screen = TerminalScreen(ROWS, COLS)
@@ -203,7 +204,7 @@ class KimiSession:
         self._logged_in_here = False
         self.model_from_login: str | None = None
         if login is not None:
-            self._secrets.append(login.api_key)
+            self._redactor.add([login.api_key])
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -448,14 +449,18 @@ class KimiSession:
         deadline: float,
         cancel: threading.Event,
         on_progress: Callable[[str], None] | None = None,
+        redact: Redactor | None = None,
     ) -> None:
-        """Hand the session to another caller: its deadline, cancellation and progress reporting.
+        """Hand the session to another caller: its deadline, cancellation, progress reporting and the
+        secrets it masks (when given).
 
         Session logs that appeared while it waited (other calls' sessions) are not this session's.
         """
         self.deadline = deadline
         self.cancel = cancel
-        self._progress = on_progress or (lambda _msg: None)
+        self._on_progress = on_progress or (lambda _msg: None)
+        if redact is not None:
+            self._redactor = redact
         if self.state == State.READY and self._wire is None:
             self._logs_before_spawn = set(self.driver.wire_logs(self.env))
 
@@ -713,14 +718,16 @@ class KimiSession:
         self._progress(f"{verb} {name}: {reason}")
         log.info("%s %s (%s)", verb, name, reason)
 
+    def _progress(self, message: str) -> None:
+        """Tell the caller what is happening (progress notifications), secrets masked."""
+        self._on_progress(self._redactor(message))
+
     def redact(self, text: str) -> str:
         """Mask known secrets (API keys from the environment) in text that leaves the session."""
         return self._redact(text)
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self._redactor(text)
 
     def _save_transcript(self) -> None:
         if not self._transcript_dir or not self._transcript:

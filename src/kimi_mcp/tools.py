@@ -5,6 +5,7 @@ write or command at the approval layer."""
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,7 @@ from .models import (
     VerifyResult,
 )
 from .runner import TaskRequest
+from .secrets import Redactor, configured_secrets
 from .workspace import ContextFile, read_context_files, resolve_workspace, safe_relative, workspace_overview
 
 log = get_logger("tools")
@@ -85,6 +87,7 @@ class _Call:
     def __init__(self, ctx: Context, settings: Settings, cls: type[TaskResult]) -> None:
         self.ctx, self.settings, self.cls = ctx, settings, cls
         self.workspace: Path | None = None
+        self.redactor = Redactor()  # the run adds what it finds; done() masks the whole result with it
         log.debug("%s: call received", cls.__name__)
 
     async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
@@ -105,14 +108,18 @@ class _Call:
     async def run(self, prompt: str, *, read_only: bool) -> TaskResult:
         assert self.workspace is not None
         log.debug("workspace %s; running", self.workspace)
-        request = TaskRequest(prompt=prompt, workspace=self.workspace, read_only=read_only)
+        request = TaskRequest(
+            prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor
+        )
         return await run_with_progress(self.ctx, request, self.settings)
 
     def fail(self, exc: KimiMCPError) -> ToolResult:
-        return to_tool_result(error_result(exc, str(self.workspace or ""), self.cls), self.settings)
+        self.redactor.add(configured_secrets(os.environ))
+        result = error_result(exc, str(self.workspace or ""), self.cls)
+        return to_tool_result(result, self.settings, self.redactor)
 
     def done(self, result: TaskResult) -> ToolResult:
-        reply = to_tool_result(result, self.settings)
+        reply = to_tool_result(result, self.settings, self.redactor)
         log.debug("result ready")
         return reply
 
