@@ -394,14 +394,13 @@ def test_edit_targets_empty_for_other_tools_or_bad_args(driver: LegacyDriver) ->
 # ------------------------------------------------------------------------------------------- keystrokes
 
 
-def test_submit_single_line(driver: LegacyDriver) -> None:
-    assert driver.submit_sequence("write hello") == [("write hello\r", 0.0)]
-
-
-def test_submit_multi_line_uses_bracketed_paste(driver: LegacyDriver) -> None:
-    steps = driver.submit_sequence("line one\nline two")
-    assert [keys for keys, _ in steps] == ["\x1b[200~line one\nline two\x1b[201~", "\r"]
-    assert all(pause >= 0 for _, pause in steps)
+def test_every_message_is_one_bracketed_paste_then_enter(driver: LegacyDriver) -> None:
+    """Never typed as keys (Ctrl-X would start shell mode, a tab would be eaten); a trailing newline keeps
+    the cursor off a last ``@word`` whose completion menu would take the Enter."""
+    for message in ("write hello", "line one\nline two", "see @READ"):
+        steps = driver.submit_sequence(message)
+        assert [keys for keys, _ in steps] == ["\x1b[200~" + message + "\n\x1b[201~", "\r"]
+        assert steps[0][1] > 0  # prompt_toolkit takes the paste before the Enter
 
 
 def test_exit_and_keys(driver: LegacyDriver) -> None:

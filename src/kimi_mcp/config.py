@@ -52,6 +52,12 @@ class Settings(BaseModel):
         description="Cap on a whole result's JSON (0 = no cap); Claude Code saves larger ones",
     )
     max_context_bytes: int = Field(default=200_000, gt=0, description="Cap per context file sent to Kimi")
+    max_message_tokens: int = Field(
+        default=45_000,
+        gt=0,
+        description="Largest message for Kimi, in tokens as Kimi estimates them (larger ones are compacted "
+        "or dropped by Kimi itself, so they are refused)",
+    )
     allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
     exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")
     max_concurrent: int = Field(default=2, ge=1, description="Kimi processes running at once")

@@ -26,6 +26,7 @@ from .config import Settings, state_dir
 from .drivers import KimiInstall, find_binary, make_driver, probe
 from .drivers.base import Driver, LoginOptions
 from .errors import KimiMCPError, SessionError, TaskCancelled
+from .message import check_size, prepare
 from .models import ErrorInfo, Evidence, TaskResult, TruncatedItem, Usage
 from .secrets import Redactor, WorkspaceSecrets, configured_secrets
 from .session import KimiSession, TurnTrace
@@ -162,6 +163,14 @@ def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -
     prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
 
 
+def _message(request: TaskRequest, install: KimiInstall, env: dict[str, str], settings: Settings) -> str:
+    """The prompt as the one inert message typed into this Kimi (see ``message``)."""
+    rules = make_driver(install).message_rules(request.workspace, env, settings.max_message_tokens)
+    text = prepare(request.prompt, rules)
+    check_size(text, rules)
+    return text
+
+
 def private_dirs(settings: Settings, env: dict[str, str]) -> list[Path]:
     """Directories whose files are Kimi's or kimi-mcp's own, never a task's changes."""
     dirs = [*kimi_state_dirs(env), state_dir(settings, env)]
@@ -197,6 +206,7 @@ def run_task(
         binary = find_binary(settings.kimi_bin, env)
         install = probe(binary, env, settings.dialect)
         result.dialect, result.kimi_version = install.dialect, install.version
+        message = _message(request, install, env, settings)  # refused here if it cannot arrive whole
         semaphore = _slots.semaphore(settings.max_concurrent)
         _acquire(semaphore, cancel, deadline)
         held.append(semaphore)
@@ -226,7 +236,7 @@ def run_task(
         before.result()  # the snapshot must be complete before Kimi can touch anything
         found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
-        trace = session.run_turn(request.prompt)
+        trace = session.run_turn(message)
         result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         error = trace.error
     except KimiMCPError as exc:

@@ -89,6 +89,7 @@ class TurnTrace:
     output_tokens: int = 0
     error: KimiMCPError | None = None
     ended_at: float | None = None  # perf_counter when the turn end was seen
+    received: str | None = None  # the user message as Kimi logged it at the start of the turn
 
     @property
     def output(self) -> str:
@@ -329,7 +330,7 @@ class KimiSession:
         submitted = time.monotonic()
         self.state = State.WAITING
         self._progress("prompt sent; Kimi is working")
-        resubmitted = False
+        resubmitted = verified = False
         approval_seen: float | None = None
         answered: dict[str, tuple[str, float, int]] = {}
         busy_seen = False
@@ -337,6 +338,9 @@ class KimiSession:
             self._check_abort(limit_for_timeout=self.deadline, phase="turn")
             self._pump(POLL)
             self._read_wire()
+            if self.trace.begun and not verified:
+                self._verify_received(prompt)
+                verified = True
             if self.trace.ended:
                 break
             if self._eof:
@@ -370,8 +374,7 @@ class KimiSession:
                 and now - submitted > 5.0
                 and not self.driver.echo_seen(since, prompt)
             ):
-                log.warning("prompt was not accepted after 5s; submitting again")
-                self._submit(prompt)
+                self._resubmit(prompt)
                 resubmitted = True
             if (
                 self._wire is None
@@ -525,6 +528,41 @@ class KimiSession:
                 self._pump(POLL)
                 self._read_wire()
 
+    def _resubmit(self, prompt: str) -> None:
+        """The message shows no sign of having been taken: press Enter again if it still sits in the
+        input box, else type it again (the keys were lost). It is inert text either way."""
+        if self.driver.input_pending(self.screen.lines):
+            log.warning("the message was not submitted after 5s; pressing Enter again")
+            self._send("\r")
+        else:
+            log.warning("the message did not arrive after 5s; typing it again")
+            self._submit(prompt)
+
+    def _verify_received(self, prompt: str) -> None:
+        """The turn began: Kimi must have received exactly our message, else the turn is stopped."""
+        received = self.trace.received or ""
+        if _trimmed(received) == _trimmed(prompt):
+            return
+        at = next(
+            (i for i, (a, b) in enumerate(zip(_trimmed(received), _trimmed(prompt), strict=False)) if a != b),
+            min(len(_trimmed(received)), len(_trimmed(prompt))),
+        )
+        log.warning("Kimi received a different message (first difference at %d); stopping the turn", at)
+        self._interrupt(2.0)
+        raise SessionError(
+            "Kimi did not receive the message as sent, so the turn was stopped",
+            details={
+                "sent_chars": len(prompt),
+                "received_chars": len(received),
+                "first_difference_at": at,
+                "sent_near": self._redact(_trimmed(prompt)[max(0, at - 40) : at + 40]),
+                "received_near": self._redact(_trimmed(received)[max(0, at - 40) : at + 40]),
+            },
+            suggestion="Retry the call; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and "
+            "report it.",
+            retryable=True,
+        )
+
     def _submit(self, prompt: str) -> None:
         for keys, pause in self.driver.submit_sequence(prompt):
             self._send(keys)
@@ -630,6 +668,8 @@ class KimiSession:
     def _apply(self, event: WireEvent) -> None:
         trace = self.trace
         if event.kind == "turn_begin":
+            if not trace.begun:
+                trace.received = event.text
             trace.begun = True
             trace.steps.append([])
         elif event.kind == "step":
@@ -739,6 +779,11 @@ class KimiSession:
             (folder / name).write_text(self._redact("".join(self._transcript)), encoding="utf-8")
         except OSError as exc:
             log.warning("could not save transcript: %s", exc)
+
+
+def _trimmed(text: str) -> str:
+    """What both TUIs trim from a message (JavaScript's ``trim`` also takes U+FEFF)."""
+    return text.strip().strip("\ufeff").strip()
 
 
 def _alive(child: pexpect.spawn) -> bool:

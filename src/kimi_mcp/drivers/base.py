@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from ..errors import AuthError, KimiMCPError
+from ..message import MessageRules
 
 
 class ScreenState(enum.Enum):
@@ -166,9 +167,29 @@ class Driver(ABC):
         """Empty the input line (stray text there blocks the exit keys); harmless when it is empty."""
         return [("\x7f" * 256, 0.2)]
 
+    def submit_sequence(self, message: str) -> list[tuple[str, float]]:
+        """Keystrokes (with pauses after each, seconds) that type and submit ``message``.
+
+        ``message`` comes from :func:`kimi_mcp.message.prepare` (no control characters left), so one
+        bracketed paste carries it whole and nothing inside can end the paste. The trailing newline keeps
+        the cursor off the text's last word (no completion menu can take the Enter, a final backslash
+        cannot turn it into a newline); both TUIs trim it.
+        """
+        paste = "\x1b[200~" + message + "\n\x1b[201~"
+        if not self.paste_pause:
+            return [(paste + "\r", 0.0)]
+        return [(paste, self.paste_pause), ("\r", 0.0)]
+
+    #: seconds between the paste and the Enter that submits it
+    paste_pause: ClassVar[float] = 0.0
+
     @abstractmethod
-    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
-        """Keystrokes (with pauses after each, seconds) that type and submit ``text``."""
+    def message_rules(self, workspace: Path, env: dict[str, str], max_tokens: int) -> MessageRules:
+        """What this dialect's input box does to a message (see :mod:`kimi_mcp.message`)."""
+
+    @abstractmethod
+    def input_pending(self, lines: list[str]) -> bool:
+        """Whether the input box on screen still holds typed text (a submit that did not take)."""
 
     @abstractmethod
     def exit_sequence(self) -> list[tuple[str, float]]: ...

@@ -10,12 +10,14 @@ swallowed as part of a paste burst); the session log
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
+from ..message import MessageRules, one_line
 from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -85,15 +87,20 @@ class KimiCodeDriver(Driver):
         match = _SESSION.search(screen_text)
         return match.group(1) if match else None
 
-    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
-        return [("\x1b[200~" + text + "\x1b[201~\r", 0.0)]
+    def message_rules(self, workspace: Path, env: dict[str, str], max_tokens: int) -> MessageRules:
+        # tabs become four spaces on any input path; "/<skill>" after whitespace expands the skill
+        return MessageRules(keeps_tabs=False, max_tokens=max_tokens, skill_names=skill_names(workspace, env))
+
+    def input_pending(self, lines: list[str]) -> bool:
+        row = _input_row(lines)
+        return row is not None and bool(lines[row].lstrip()[3:].strip(" │"))
 
     def exit_sequence(self) -> list[tuple[str, float]]:
         return [("/exit", 0.15), ("\r", 0.0)]
 
     def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
         # "4. Reject with feedback" then type the reason (as a paste) and submit
-        return [("4", 0.4), ("\x1b[200~" + message.replace("\n", " ") + "\x1b[201~", 0.2), ("\r", 0.0)]
+        return [("4", 0.4), ("\x1b[200~" + one_line(message) + "\x1b[201~", 0.2), ("\r", 0.0)]
 
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
         return [("\x03", 0.3), ("\x03", 0.0)]  # Ctrl-C twice exits
@@ -233,6 +240,54 @@ class KimiCodeDriver(Driver):
             return []
         path = arguments.get("path")
         return [path] if isinstance(path, str) else []
+
+
+BUILTIN_SKILLS = frozenset(
+    {
+        "write-goal", "custom-theme", "mcp-config", "update-config", "check-kimi-code-docs",
+        "import-from-cc-codex", "sub-skill",
+    }
+)  # fmt: skip
+
+
+def skill_names(workspace: Path, env: dict[str, str]) -> frozenset[str]:
+    """Skills Kimi Code 2.1 knows in ``workspace``: built-in, user (``$KIMI_CODE_HOME/skills``,
+    ``~/.agents/skills``) and project ones (``.kimi-code/skills``, ``.agents/skills``, ``.claude/skills``
+    in the workspace and the folders above it up to the git root). A skill is a folder with ``SKILL.md``
+    (named by the folder and by its ``name:`` line) or a ``.md`` file (named by its stem)."""
+    home = Path(env.get("HOME") or Path.home())
+    kimi_home = Path(env["KIMI_CODE_HOME"]) if env.get("KIMI_CODE_HOME") else home / ".kimi-code"
+    roots = [kimi_home / "skills", home / ".agents" / "skills"]
+    for folder in (workspace, *workspace.parents):
+        roots += [
+            folder / ".kimi-code" / "skills",
+            folder / ".agents" / "skills",
+            folder / ".claude" / "skills",
+        ]
+        if (folder / ".git").exists() or folder == home:
+            break
+    names = set(BUILTIN_SKILLS)
+    for root in roots:
+        names |= _skills_in(root)
+    return frozenset(names)
+
+
+def _skills_in(root: Path) -> set[str]:
+    names: set[str] = set()
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return names
+    for entry in entries:
+        if entry.suffix == ".md" and entry.is_file():
+            names.add(entry.stem)
+        elif (entry / "SKILL.md").is_file():
+            names.add(entry.name)
+            with contextlib.suppress(OSError):
+                head = (entry / "SKILL.md").read_text(encoding="utf-8", errors="replace")[:2000]
+                if match := re.search(r"^name:\s*['\"]?([^'\"\n]+?)['\"]?\s*$", head, re.M):
+                    names.add(match.group(1))
+    return names
 
 
 def _login_failed(message: str, platform: str) -> AuthError:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
+from ..message import MessageRules, one_line
 from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
@@ -88,11 +89,15 @@ class LegacyDriver(Driver):
         match = _SESSION.search(screen_text)
         return match.group(1) if match else None
 
-    def submit_sequence(self, text: str) -> list[tuple[str, float]]:
-        # prompt_toolkit submits on CR; newlines inside the prompt go as bracketed paste.
-        if "\n" in text:
-            return [("\x1b[200~" + text + "\x1b[201~", 0.05), ("\r", 0.0)]
-        return [(text + "\r", 0.0)]
+    paste_pause = 0.05  # prompt_toolkit takes the paste, then the Enter
+
+    def message_rules(self, workspace: Path, env: dict[str, str], max_tokens: int) -> MessageRules:
+        # tabs survive a paste; no mid-text expansions beyond the placeholders prepare() always guards
+        return MessageRules(keeps_tabs=True, max_tokens=max_tokens)
+
+    def input_pending(self, lines: list[str]) -> bool:
+        rows = [i for i, line in enumerate(lines) if line.lstrip().startswith(("── input", "╌╌ input"))]
+        return bool(rows) and rows[-1] + 1 < len(lines) and bool(lines[rows[-1] + 1].strip())
 
     def exit_sequence(self) -> list[tuple[str, float]]:
         # Ctrl-D on the empty prompt exits; "/exit\r" can race the slash-command completion menu.
@@ -103,7 +108,7 @@ class LegacyDriver(Driver):
 
     def reject_with_feedback(self, message: str) -> list[tuple[str, float]]:
         # "[4] Reject, tell the model what to do instead" opens a one-line input (a plain reject ends the turn)
-        return [("4", 0.4), (message.replace("\n", " "), 0.1), ("\r", 0.0)]
+        return [("4", 0.4), (one_line(message), 0.1), ("\r", 0.0)]
 
     def echo_seen(self, text: str, prompt: str) -> bool:
         first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
