@@ -1,0 +1,53 @@
+"""A turn whose message Kimi did not receive as sent is never a success (session-level check)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kimi_mcp._policy import ApprovalPolicy
+from kimi_mcp.drivers.base import KimiInstall, WireEvent
+from kimi_mcp.drivers.legacy import LegacyDriver
+from kimi_mcp.errors import SessionError
+from kimi_mcp.secrets import Redactor
+from kimi_mcp.session import KimiSession
+
+
+def session(tmp_path: Path) -> KimiSession:
+    driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
+    return KimiSession(
+        driver,
+        tmp_path,
+        env={"HOME": str(tmp_path)},
+        policy=ApprovalPolicy(tmp_path, read_only=False),
+        deadline=time.monotonic() + 60,
+        redact=Redactor(["secret-in-text"]),
+    )
+
+
+def test_the_message_kimi_logged_must_be_the_message_sent(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    kimi._apply(WireEvent("turn_begin", text="  fix the bug\n"))  # Kimi trims: still the same message
+    kimi._verify_received("fix the bug")
+    kimi = session(tmp_path)
+    kimi._apply(WireEvent("turn_begin", text="fix the bug"))
+    kimi._apply(WireEvent("turn_begin", text="and the rest"))  # a second message: only the first counts
+    kimi._verify_received("fix the bug")
+
+
+@pytest.mark.parametrize(
+    "received",
+    ["fix the", "fix the bug[201~", "", "fix the bug secret-in-text!"],
+)
+def test_a_split_cut_or_changed_message_stops_the_turn_with_an_error(tmp_path: Path, received: str) -> None:
+    kimi = session(tmp_path)
+    kimi._apply(WireEvent("turn_begin", text=received))
+    with pytest.raises(SessionError) as info:
+        kimi._verify_received("fix the bug secret-in-text")
+    assert info.value.retryable is True
+    assert "did not receive the message as sent" in info.value.message
+    details = info.value.details
+    assert details["sent_chars"] == len("fix the bug secret-in-text")
+    assert "secret-in-text" not in str(details)
