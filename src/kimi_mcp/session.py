@@ -28,7 +28,7 @@ from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._proc import descendants, terminate_tree
 from ._screen import TerminalScreen, strip_ansi
-from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent
+from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent, squash
 from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from .models import ToolCallTrace
 from .secrets import Redactor
@@ -38,6 +38,8 @@ log = get_logger("session")
 ROWS, COLS = 40, 120
 POLL = 0.02  # seconds between looks at the pty and the session log
 QUIET_BEFORE_TYPING = 0.25  # screen must be idle this long before typing after a turn
+UNMATCHED_WAIT = 8.0  # seconds an approval panel waits for its call to appear in the session log
+PANEL_GRACE = 1.5  # a panel too tall to show what it is for waits this long, then goes to the first call
 TRIM = 2_000
 
 
@@ -90,6 +92,7 @@ class TurnTrace:
     error: KimiMCPError | None = None
     ended_at: float | None = None  # perf_counter when the turn end was seen
     received: str | None = None  # the user message as Kimi logged it at the start of the turn
+    unmatched: list[str] = field(default_factory=list)  # panels rejected without a logged call
 
     @property
     def output(self) -> str:
@@ -332,7 +335,7 @@ class KimiSession:
         self._progress("prompt sent; Kimi is working")
         resubmitted = verified = False
         approval_seen: float | None = None
-        answered: dict[str, tuple[str, float, int]] = {}
+        answered: dict[str, tuple[str, float, int, str]] = {}
         busy_seen = False
         while not self.trace.ended:
             self._check_abort(limit_for_timeout=self.deadline, phase="turn")
@@ -392,6 +395,14 @@ class KimiSession:
             # shortly after the turn ends, so wait for the idle screen before reading them.
             self._wait_idle(3.0)
             self.trace.error = self.driver.screen_error(self.screen.tail_since(mark))
+        if self.trace.unmatched and self.trace.error is None:
+            self.trace.error = SessionError(
+                f"kimi-mcp rejected {len(self.trace.unmatched)} approval request(s) it could not match to a "
+                "tool call in Kimi's session log, so the turn may be missing work Kimi meant to do",
+                details={"rejected_tools": list(self.trace.unmatched)},
+                suggestion="Retry the call; the files changed so far are listed in this result.",
+                retryable=True,
+            )
         self._progress("turn finished")
         return self.trace
 
@@ -706,57 +717,83 @@ class KimiSession:
             trace.ended = True
             trace.ended_at = time.perf_counter()
 
-    def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int]]) -> None:
-        """Answer the approval panel on screen by policy, using the pending call from the session log."""
+    def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int, str]]) -> None:
+        """Answer the approval panel on screen by policy, for the logged call the panel shows.
+
+        A panel is matched to a call of the session log by its tool name and by what it displays (the
+        command, the path); a panel still showing a call already answered is waited out (its key pressed
+        again only if it stays); a panel whose call the log does not show yet is waited for, up to
+        ``UNMATCHED_WAIT`` seconds, then rejected — and the turn is then reported as failed, never as a
+        success with a refused write.
+        """
+        self._read_wire()  # the log up to the moment the panel is looked at
         now = time.monotonic()
-        if self.driver.logs_approvals:
-            pending = [c for c in self.trace.calls.values() if c.awaiting_approval and c.approval == "auto"]
-        else:
-            pending = [c for c in self.trace.calls.values() if c.result is None and c.approval == "auto"]
-            shown = self.driver.approval_tool(self.screen.lines)
-            if shown:
-                pending = [c for c in pending if c.name == shown]
-        call = pending[0] if pending else None  # panels come in call order
-        if call is None and answered and now - max(t for _, t, _ in answered.values()) < 1.5:
-            return  # the panel we just answered is still on screen
-        if call is None and now - seen_at < 1.5:
-            return  # the session log normally shows the call first; give it a moment
-        key_id = call.call_id if call else "?" + (self.driver.approval_tool(self.screen.lines) or "")
+        panel, whole = self.driver.approval_text(self.screen.lines)
+        call, key_id = self._panel_call(panel, answered, waited=now - seen_at, whole=whole)
         if key_id in answered:
-            key, sent_at, tries = answered[key_id]
-            if now - sent_at < 2.0 or tries >= 3:
-                return  # wait for the panel to go away before looking again
-            if call is not None and self.driver.approval_tool(self.screen.lines) not in (None, call.name):
-                return  # another call's panel: it gets its own answer
-            self._send(key)  # the same panel is still there: the key was lost, press it again
-            answered[key_id] = (key, now, tries + 1)
+            key, sent_at, tries, shown = answered[key_id]
+            if now - sent_at >= 2.0 and tries < 3 and shown == panel:
+                self._send(key)  # the same panel is still there: the key was lost, press it again
+                answered[key_id] = (key, now, tries + 1, panel)
             return
+        if call is None and now - seen_at < UNMATCHED_WAIT:
+            return  # the session log shows the call before its panel; give it time (under load, seconds)
         if call is None:
             approve, reason = False, "approval panel without a matching tool call in the session log"
-            kind = None
+            self.trace.unmatched.append(self.driver.approval_tool(self.screen.lines) or "unknown tool")
         else:
-            kind = self.driver.tool_kind(call.name)
-            try:
-                args = json.loads(call.arguments or "{}")
-            except ValueError:
-                args = {}
-            targets = self.driver.edit_targets(call.name, args if isinstance(args, dict) else {})
-            approve, reason = self.policy.decide(kind, targets)
-            call.approval = "approved" if approve else "rejected"
-        if approve:
-            key = self.driver.approve_key
-            self._send(key)
-        else:
-            key = self.driver.reject_key  # fallback if the feedback input did not take
-            for keys, pause in self.driver.reject_with_feedback(self.policy.feedback(reason)):
-                self._send(keys)
-                if pause:
-                    self._sleep_pumping(pause)
-        answered[key_id] = (key, time.monotonic(), 1)
+            approve, reason = self._decide(call)
+        key = self._press_answer(approve, reason)
+        answered[key_id] = (key, time.monotonic(), 1, panel)
         verb = "approved" if approve else "rejected"
         name = call.name if call else "unknown tool"
         self._progress(f"{verb} {name}: {reason}")
         log.info("%s %s (%s)", verb, name, reason)
+
+    def _panel_call(
+        self, panel: str, answered: dict[str, tuple[str, float, int, str]], *, waited: float, whole: bool
+    ) -> tuple[CallRecord | None, str]:
+        """The call an approval panel is for, and the key its answer is filed under (``whole``: the panel's
+        first line, naming the tool and path, is on screen)."""
+        calls = list(self.trace.calls.values())
+        shown = self.driver.approval_tool(self.screen.lines)
+        if self.driver.logs_approvals:
+            pending = [c for c in calls if c.awaiting_approval and c.approval == "auto"]
+        else:
+            pending = [c for c in calls if c.result is None and c.approval == "auto"]
+        pending = [c for c in pending if not shown or c.name == shown]
+        for call in pending:  # panels come in call order
+            if _panel_shows(call, panel):
+                return call, call.call_id
+        if pending and self.driver.logs_approvals:
+            return pending[0], pending[0].call_id  # the log names the calls awaiting approval, in order
+        stale = [c for c in calls if c.call_id in answered and answered[c.call_id][3] == panel]
+        if stale:
+            return stale[-1], stale[-1].call_id
+        if pending and not whole and waited >= PANEL_GRACE:
+            return pending[0], pending[0].call_id  # a panel too tall to show what it is for: call order
+        return None, "?" + panel
+
+    def _decide(self, call: CallRecord) -> tuple[bool, str]:
+        kind = self.driver.tool_kind(call.name)
+        try:
+            args = json.loads(call.arguments or "{}")
+        except ValueError:
+            args = {}
+        targets = self.driver.edit_targets(call.name, args if isinstance(args, dict) else {})
+        approve, reason = self.policy.decide(kind, targets)
+        call.approval = "approved" if approve else "rejected"
+        return approve, reason
+
+    def _press_answer(self, approve: bool, reason: str) -> str:
+        if approve:
+            self._send(self.driver.approve_key)
+            return self.driver.approve_key
+        for keys, pause in self.driver.reject_with_feedback(self.policy.feedback(reason)):
+            self._send(keys)
+            if pause:
+                self._sleep_pumping(pause)
+        return self.driver.reject_key  # pressed again if the panel stays: the feedback input did not take
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
@@ -779,6 +816,23 @@ class KimiSession:
             (folder / name).write_text(self._redact("".join(self._transcript)), encoding="utf-8")
         except OSError as exc:
             log.warning("could not save transcript: %s", exc)
+
+
+_SHOWN_KEYS = ("command", "cmd", "path", "file_path", "url", "pattern", "content")
+
+
+def _panel_shows(call: CallRecord, panel: str) -> bool:
+    """Whether an approval panel displays this call (its command or path); True when the call has
+    nothing such a panel displays."""
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return True
+    values = [args[k] for k in _SHOWN_KEYS if isinstance(args, dict) and isinstance(args.get(k), str)]
+    values = [squash(v.removeprefix("./")) for v in values if v.strip()]
+    if not values:
+        return True
+    return any((v[:40] if len(v) > 40 else v) in panel or v[-40:] in panel for v in values)
 
 
 def _trimmed(text: str) -> str:

@@ -87,6 +87,14 @@ class KimiInstall:
     dialect: Literal["legacy", "kimi-code"]
 
 
+_SQUASH = re.compile(r"[\s\u2500-\u257f]+")
+
+
+def squash(text: str) -> str:
+    """Text without whitespace and box drawing: what stays comparable when a panel wraps or frames it."""
+    return _SQUASH.sub("", text)
+
+
 def json_record(line: str) -> dict[str, Any] | None:
     """One session-log line as a JSON object, or None if it is not one."""
     try:
@@ -150,6 +158,20 @@ class Driver(ABC):
 
     @abstractmethod
     def session_id(self, screen_text: str) -> str | None: ...
+
+    #: the first line of an approval panel (its text is read from there down to "Approve once")
+    panel_top: ClassVar[re.Pattern[str]] = re.compile(r"$^")
+
+    def approval_text(self, lines: list[str]) -> tuple[str, bool]:
+        """What the approval panel on screen displays, whitespace and box drawing removed ("" if none), and
+        whether its first line is on screen (a tall panel, e.g. a long diff, pushes it off the top)."""
+        end = next((i for i in range(len(lines) - 1, -1, -1) if "Approve once" in lines[i]), None)
+        if end is None:
+            return "", False
+        start = next((i for i in range(end - 1, -1, -1) if self.panel_top.search(lines[i])), None)
+        if start is None:
+            return squash("".join(lines[:end])), False
+        return squash("".join(lines[start:end])), True
 
     def approval_tool(self, lines: list[str]) -> str | None:
         """The tool name an approval panel on screen asks about, if the dialect shows it."""

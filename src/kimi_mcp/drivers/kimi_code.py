@@ -55,6 +55,7 @@ class KimiCodeDriver(Driver):
     trust_key = "\r"
     lists_workspace_at_startup = False  # the listing is taken when the session starts (first message)
     logs_approvals = True
+    panel_top = re.compile(r"▶ (?!\d\.).*\?\s*$")  # "▶ Write this file?", not "▶ 1. Approve once"
 
     def argv(self, read_only: bool = False) -> list[str]:
         # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)

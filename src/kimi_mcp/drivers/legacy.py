@@ -90,6 +90,7 @@ class LegacyDriver(Driver):
         return match.group(1) if match else None
 
     paste_pause = 0.05  # prompt_toolkit takes the paste, then the Enter
+    panel_top = re.compile(r"╭─ approval")
 
     def message_rules(self, workspace: Path, env: dict[str, str], max_tokens: int) -> MessageRules:
         # tabs survive a paste; no mid-text expansions beyond the placeholders prepare() always guards
