@@ -51,3 +51,21 @@ def test_a_split_cut_or_changed_message_stops_the_turn_with_an_error(tmp_path: P
     details = info.value.details
     assert details["sent_chars"] == len("fix the bug secret-in-text")
     assert "secret-in-text" not in str(details)
+
+
+def test_large_writes_go_in_pieces_with_output_drained_and_no_query_answer_inside(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    written: list[str] = []
+    pumps: list[bool] = []
+
+    class Child:
+        def send(self, data: str) -> None:
+            written.append(data)
+
+    kimi._child = Child()  # type: ignore[assignment]
+    kimi._pump = lambda wait, answer=True: pumps.append(answer)  # type: ignore[method-assign]
+    message = "\x1b[200~" + "x" * 10_000 + "\x1b[201~\r"
+    kimi._send(message)
+    assert "".join(written) == message
+    assert max(len(piece) for piece in written) <= 4096 and written[0].startswith("\x1b[200~")
+    assert pumps == [False] * (len(written) - 1)

@@ -39,6 +39,7 @@ ROWS, COLS = 40, 120
 POLL = 0.02  # seconds between looks at the pty and the session log
 QUIET_BEFORE_TYPING = 0.25  # screen must be idle this long before typing after a turn
 UNMATCHED_WAIT = 8.0  # seconds an approval panel waits for its call to appear in the session log
+SEND_CHUNK = 4096  # characters written to the pty at once
 PANEL_GRACE = 1.5  # a panel too tall to show what it is for waits this long, then goes to the first call
 TRIM = 2_000
 
@@ -581,10 +582,17 @@ class KimiSession:
                 self._sleep_pumping(pause)
 
     def _send(self, data: str) -> None:
-        if self._child is not None and not self._eof:
-            self._child.send(data)
+        """Write to Kimi in bounded pieces, reading its output between them (Kimi blocked on a full output
+        buffer would stop reading its input, and the write would block). Terminal-query answers wait until
+        the whole of ``data`` is written, so none lands inside a paste."""
+        for start in range(0, len(data), SEND_CHUNK):
+            if self._child is None or self._eof:
+                return
+            self._child.send(data[start : start + SEND_CHUNK])
+            if start + SEND_CHUNK < len(data):
+                self._pump(0, answer=False)
 
-    def _pump(self, wait: float) -> None:
+    def _pump(self, wait: float, *, answer: bool = True) -> None:
         """Read what the child wrote (waiting at most ``wait``), feed the screen, answer queries."""
         child = self._child
         if child is None or self._eof:
@@ -601,6 +609,8 @@ class KimiSession:
                 break
             self._on_output(data)
             timeout = 0
+        if not answer:
+            return
         if self.driver.answer_terminal_queries:
             for reply in self.screen.take_replies():
                 self._send(reply)
