@@ -14,6 +14,17 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
 REPO = Path(__file__).resolve().parents[1]
+#: a raw JSON-RPC ``initialize`` request (tests that speak the protocol without an MCP client)
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")  # the console script `uv run kimi-mcp` runs
 
 

@@ -303,20 +303,11 @@ def test_stdout_carries_only_json_rpc(
     """Drive the server with raw JSON-RPC and check every stdout line is a JSON-RPC message."""
     import subprocess
 
-    from mcp_helpers import SERVER
+    from mcp_helpers import INITIALIZE, SERVER
 
     fake.script([Reply.tool(*kimi.write("x.txt", "x\n")), Reply.text_reply("ok")])
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
+        INITIALIZE,
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {
             "jsonrpc": "2.0",

@@ -16,28 +16,18 @@ import pytest
 from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
-from mcp_helpers import SERVER, call_tool, processes_with_home
+from mcp_helpers import INITIALIZE, SERVER, call_tool, processes_with_home
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "tok-0123456789abcdef-ABCDEF"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 def post_status(url: str, headers: dict[str, str]) -> int:
     """The HTTP status of a raw ``initialize`` POST (no MCP client: nothing adds credentials)."""
     request = urllib.request.Request(
-        url, json.dumps(INIT).encode(), {**MCP_HEADERS, **headers}, method="POST"
+        url, json.dumps(INITIALIZE).encode(), {**MCP_HEADERS, **headers}, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
