@@ -13,6 +13,7 @@ import anyio
 import mcp_types
 from fastmcp import Context
 from fastmcp.tools.base import ToolResult
+from mcp.shared.exceptions import MCPDeprecationWarning
 
 from ._budget import fit_to_budget
 from ._logging import get_logger
@@ -60,9 +61,11 @@ async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResul
             return mcp_types.InputRequiredResult(
                 input_requests={ROOTS_KEY: mcp_types.ListRootsRequest(method="roots/list")}
             )
-        with warnings.catch_warnings(), anyio.fail_after(3):
-            warnings.simplefilter("ignore")
-            listed = await session.list_roots()
+        with warnings.catch_warnings():  # the deprecation warning is raised by the call, not the await
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            request = session.list_roots()
+        with anyio.fail_after(3):
+            listed = await request
         return _root_paths(listed)
     except Exception as exc:  # roots are optional: any failure means "no roots"
         log.debug("no client roots: %s", exc)

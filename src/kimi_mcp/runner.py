@@ -290,7 +290,10 @@ def run_task(
     else:
         result.success = True
         if settings.standby != "off":
-            prewarm(key, install, settings, env)
+            try:
+                prewarm(key, install, settings, env)
+            except Exception:  # the call succeeded: a standby that cannot start must not change that
+                log.exception("could not start a standby Kimi")
     log.info(
         "task done: success=%s created=%d modified=%d deleted=%d in %.1fs",
         result.success,

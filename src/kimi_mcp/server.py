@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     atexit.register(runner.shutdown)  # also on paths that skip the finally below
-    signal.signal(signal.SIGTERM, _exit_on_signal)
-    signal.signal(signal.SIGHUP, _exit_on_signal)
+    for signum in _EXIT_SIGNALS:
+        signal.signal(signum, _exit_on_signal)
     if settings.standby == "startup":
         threading.Thread(target=runner.prewarm_default, args=(settings,), daemon=True).start()
     try:
@@ -98,11 +98,13 @@ def main(argv: list[str] | None = None) -> None:
 
 
 _signalled: list[int] = []
+_EXIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:
     """SIGTERM/SIGHUP end the server through its ``finally`` (which stops every Kimi) — once."""
-    signal.signal(signum, signal.SIG_IGN)  # a second signal must not interrupt that cleanup
+    for other in _EXIT_SIGNALS:  # a second signal, of either kind, must not interrupt that cleanup
+        signal.signal(other, signal.SIG_IGN)
     _signalled.append(signum)
     raise SystemExit(128 + signum)
 

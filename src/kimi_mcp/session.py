@@ -147,15 +147,20 @@ class _WireTail:
         self._partial = b""
 
     def poll(self) -> list[str]:
+        """New complete lines; [] when the file is missing or unreadable. A file that shrank (rewritten or
+        truncated) is read again from its start."""
         try:
             size = os.stat(self.path).st_size
+            if size < self._offset:
+                log.warning("session log %s shrank; reading it again from the start", self.path)
+                self._offset, self._partial = 0, b""
+            if size <= self._offset:
+                return []
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read(size - self._offset)
         except OSError:
             return []
-        if size <= self._offset:
-            return []
-        with open(self.path, "rb") as handle:
-            handle.seek(self._offset)
-            data = handle.read(size - self._offset)
         self._offset += len(data)
         chunks = (self._partial + data).split(b"\n")
         self._partial = chunks.pop()
@@ -653,7 +658,7 @@ class KimiSession:
             log.debug("session log: %s", path)
             self._wire = _WireTail(path)
         for line in self._wire.poll():
-            for event in self.driver.parse_wire_line(line):
+            for event in self.driver.events(line):
                 self._apply(event)
 
     def _find_wire_by_prompt(self) -> Path | None:
@@ -675,7 +680,7 @@ class KimiSession:
                     for _, line in zip(range(400), handle, strict=False):
                         if '"turn' not in line and "TurnBegin" not in line:
                             continue
-                        events = self.driver.parse_wire_line(line)
+                        events = self.driver.events(line)
                         begin = next((e for e in events if e.kind == "turn_begin"), None)
                         if begin is not None:
                             if begin.text.strip()[:200] == wanted:

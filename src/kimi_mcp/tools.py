@@ -99,11 +99,11 @@ class _Call:
         )
         return self.workspace
 
-    def files(self, paths: list[str], *, required: bool = False) -> list[ContextFile]:
+    def files(self, paths: list[str], argument: str, *, required: bool = False) -> list[ContextFile]:
         if required and not paths:
-            raise BadInput("at least one file path is required")
+            raise BadInput(f"{argument}: at least one file path is required")
         assert self.workspace is not None
-        return read_context_files(self.workspace, list(paths), self.settings.max_context_bytes)
+        return read_context_files(self.workspace, list(paths), self.settings.max_context_bytes, argument)
 
     async def run(self, prompt: str, *, read_only: bool) -> TaskResult:
         assert self.workspace is not None
@@ -184,7 +184,9 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                     raise BadInput("task_description is empty")
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
-                prompt = prompts.code_task_prompt(task_description, call.files(context_files), constraints)
+                prompt = prompts.code_task_prompt(
+                    task_description, call.files(context_files, "context_files"), constraints
+                )
             except KimiMCPError as exc:
                 return call.fail(exc)
             return call.done(await call.run(prompt, read_only=False))
@@ -244,7 +246,7 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
                 rel = safe_relative(ws, file_path)
-                original = call.files([rel], required=True)[0].text
+                original = call.files([rel], "file_path", required=True)[0].text
                 text = prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
             except KimiMCPError as exc:
                 return call.fail(exc)
@@ -286,7 +288,7 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                     raise BadInput("error_message is empty")
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
-                files = call.files(relevant_files)
+                files = call.files(relevant_files, "relevant_files")
                 text = prompts.debug_prompt(error_message, files, context)
             except KimiMCPError as exc:
                 return call.fail(exc)
@@ -335,7 +337,9 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
             try:
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
-                text = prompts.analyze_prompt(call.files(file_paths, required=True), analysis_focus, role)
+                text = prompts.analyze_prompt(
+                    call.files(file_paths, "file_paths", required=True), analysis_focus, role
+                )
             except KimiMCPError as exc:
                 return call.fail(exc)
             base = await call.run(text, read_only=True)
@@ -374,7 +378,9 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
                 req_text = items[0] if len(items) == 1 else "\n".join(f"- {item}" for item in items)
-                text = prompts.verify_prompt(req_text, call.files(file_paths, required=True), prompt)
+                text = prompts.verify_prompt(
+                    req_text, call.files(file_paths, "file_paths", required=True), prompt
+                )
             except KimiMCPError as exc:
                 return call.fail(exc)
             base = await call.run(text, read_only=True)
@@ -435,7 +441,7 @@ def register_tools(mcp: FastMCP, settings: Settings) -> list[str]:
                     raise BadInput("message is empty")
                 if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
                     return ws
-                files = call.files(file_paths)
+                files = call.files(file_paths, "file_paths")
                 if files:
                     context["files"] = "\n".join(f'<file path="{f.path}">\n{f.text}\n</file>' for f in files)
                 history = [turn.model_dump() for turn in prior_exchange] if prior_exchange else None

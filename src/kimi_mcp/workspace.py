@@ -114,8 +114,11 @@ def safe_relative(workspace: Path, raw: str) -> str:
     return Path(os.path.relpath(lexical, root)).as_posix()
 
 
-def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> list[ContextFile]:
-    """Read the files a caller wants Kimi to see. Every problem is reported at once, clearly."""
+def read_context_files(
+    workspace: Path, paths: list[str], max_bytes: int, argument: str = "context_files"
+) -> list[ContextFile]:
+    """Read the files a caller wants Kimi to see. Every problem is reported at once, clearly, naming the
+    ``argument`` the caller passed them in."""
     files: list[ContextFile] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -133,17 +136,14 @@ def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> lis
         if is_secret_path(rel) or is_secret_path(real_rel):
             problems.append(f"{rel} looks like a secret (keys, .env, credentials) and is never sent to Kimi")
             continue
-        if not full.exists():
-            problems.append(f"{rel} does not exist")
+        try:
+            data = _read_regular(full, max_bytes)
+        except OSError as exc:
+            problems.append(f"{rel}: {exc.strerror or exc}")
             continue
-        if not full.is_file():
-            problems.append(f"{rel} is not a regular file")
+        if isinstance(data, str):
+            problems.append(f"{rel} {data}")
             continue
-        size = full.stat().st_size
-        if size > max_bytes:
-            problems.append(f"{rel} is {size} bytes, over the {max_bytes}-byte context file limit")
-            continue
-        data = full.read_bytes()
         if b"\x00" in data[:8192]:
             problems.append(f"{rel} is a binary file")
             continue
@@ -155,12 +155,24 @@ def read_context_files(workspace: Path, paths: list[str], max_bytes: int) -> lis
         files.append(ContextFile(rel, text))
     if problems:
         raise BadInput(
-            "invalid context_files: " + "; ".join(problems),
+            f"invalid {argument}: " + "; ".join(problems),
             details={"problems": problems},
             suggestion="Pass existing UTF-8 text files inside the workspace (relative paths), "
             "within KIMI_MCP_MAX_CONTEXT_BYTES.",
         )
     return files
+
+
+def _read_regular(full: Path, max_bytes: int) -> bytes | str:
+    """The bytes of a regular file within ``max_bytes``, or why not (OSError when it cannot be read)."""
+    if not full.exists():
+        return "does not exist"
+    if not full.is_file():
+        return "is not a regular file"
+    size = full.stat().st_size
+    if size > max_bytes:
+        return f"is {size} bytes, over the {max_bytes}-byte context file limit"
+    return full.read_bytes()
 
 
 def workspace_overview(workspace: Path, limit: int = 200) -> str:

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
+from .._logging import get_logger
 from ..errors import AuthError, KimiMCPError
 from ..message import MessageRules
+
+log = get_logger("drivers")
 
 
 class ScreenState(enum.Enum):
@@ -256,6 +259,20 @@ class Driver(ABC):
         parts = self.wire_glob.split("/")
         below = len(parts) - parts.index("{sid}") - 1
         return wire_log.parents[below - 1].name
+
+    def events(self, line: str) -> list[WireEvent]:
+        """``parse_wire_line``, total: a record of an unexpected shape is logged and skipped (a newer Kimi
+        may write fields differently); it never ends the call."""
+        try:
+            return self.parse_wire_line(line)
+        except (TypeError, AttributeError, ValueError, KeyError, IndexError) as exc:
+            log.warning(
+                "skipped a session-log record of an unexpected shape (%s: %s): %.200s",
+                type(exc).__name__,
+                exc,
+                line,
+            )
+            return []
 
     @abstractmethod
     def parse_wire_line(self, line: str) -> list[WireEvent]:

@@ -1,0 +1,84 @@
+"""The tool layer through FastMCP's in-memory client with a fake runner: bad input names the argument the
+caller used, and an unreadable file is a structured error (issue 13, items 5 and 9)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from kimi_mcp import _mcp_glue
+from kimi_mcp.config import Settings
+from kimi_mcp.models import TaskResult
+from kimi_mcp.server import create_server
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list:
+    ran: list = []
+
+    def fake_run(request, settings, **_kwargs) -> TaskResult:
+        ran.append(request)
+        return TaskResult(success=True, workspace=str(request.workspace), output="done")
+
+    monkeypatch.setattr(_mcp_glue, "run_task", fake_run)
+    return ran
+
+
+def call(tool: str, args: dict):
+    async def body():
+        async with Client(create_server(Settings())) as client:
+            return await client.call_tool(tool, args, raise_on_error=False)
+
+    return asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "argument"),
+    [
+        ("kimi_code_task", {"task_description": "x", "context_files": ["src/nope.py"]}, "context_files"),
+        ("kimi_refactor", {"file_path": "src/nope.py", "refactor_instructions": "x"}, "file_path"),
+        ("kimi_debug", {"error_message": "x", "relevant_files": ["src/nope.py"]}, "relevant_files"),
+        ("kimi_analyze_code", {"file_paths": ["src/nope.py"]}, "file_paths"),
+        ("kimi_verify", {"requirements": "x", "file_paths": ["src/nope.py"]}, "file_paths"),
+        ("kimi_consult", {"role": "skeptic", "message": "x", "file_paths": ["src/nope.py"]}, "file_paths"),
+    ],
+)
+def test_a_missing_file_names_the_argument_the_caller_used(
+    tool: str, args: dict, argument: str, tmp_path: Path, calls: list
+) -> None:
+    result = call(tool, {**args, "work_dir": str(tmp_path)})
+    error = result.structured_content["error"]
+    assert result.is_error and error["type"] == "bad_input"
+    assert error["message"] == f"invalid {argument}: src/nope.py does not exist"
+    assert calls == []
+
+
+def test_an_unreadable_context_file_is_a_structured_error(
+    tmp_path: Path, calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "locked.txt").write_text("x")
+    real = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self.name == "locked.txt":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    result = call(
+        "kimi_code_task",
+        {"task_description": "x", "context_files": ["locked.txt"], "work_dir": str(tmp_path)},
+    )
+    error = result.structured_content["error"]
+    assert error["type"] == "bad_input"
+    assert error["message"] == "invalid context_files: locked.txt: Permission denied"
+    assert calls == []
+
+
+def test_a_good_call_reaches_the_runner_with_the_inert_prompt_unchanged(tmp_path: Path, calls: list) -> None:
+    result = call("kimi_prompt", {"prompt": "/exit now", "work_dir": str(tmp_path)})
+    assert result.structured_content["success"] is True
+    assert calls[0].prompt == "/exit now"  # made inert by the runner, for the dialect it drives
