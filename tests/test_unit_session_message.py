@@ -69,3 +69,15 @@ def test_large_writes_go_in_pieces_with_output_drained_and_no_query_answer_insid
     assert "".join(written) == message
     assert max(len(piece) for piece in written) <= 4096 and written[0].startswith("\x1b[200~")
     assert pumps == [False] * (len(written) - 1)
+
+
+def test_a_secret_across_the_cut_of_a_long_tool_result_is_masked_before_the_cut(tmp_path: Path) -> None:
+    from kimi_mcp.runner import build_evidence
+
+    kimi = session(tmp_path)
+    secret = "S3cret-value-0123456789"
+    kimi._apply(WireEvent("tool_call", call_id="c", name="Shell", arguments='{"command": "grep -rn x ."}'))
+    kimi._apply(WireEvent("tool_result", call_id="c", text="y" * 1990 + secret + "z" * 100))
+    evidence = build_evidence(kimi.trace, kimi.driver, tmp_path, Redactor([secret]))
+    shown = evidence.tools_run[0].result or ""
+    assert "S3cret" not in shown and "***" in shown

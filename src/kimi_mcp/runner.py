@@ -279,7 +279,7 @@ def run_task(
     if trace is not None:
         result.output = trace.output
         result.evidence = build_evidence(
-            trace, session.driver if session else None, request.workspace, lambda text: text
+            trace, session.driver if session else None, request.workspace, redactor
         )
         if trace.input_tokens or trace.output_tokens:
             result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._ignore import DEFAULT_EXCLUDED_DIRS, is_secret_path
+from .workspace import kimi_state_dirs
 
 __all__ = [
     "KEY_SHAPE",
@@ -96,10 +97,7 @@ class Redactor:
 def configured_secrets(env: Mapping[str, str]) -> list[str]:
     """API keys and tokens from the environment and from Kimi's own stored configuration."""
     values = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    homes = [home / ".kimi", home / ".kimi-code"]
-    homes += [Path(env[name]) for name in ("KIMI_SHARE_DIR", "KIMI_CODE_HOME") if env.get(name)]
-    for folder in homes:
+    for folder in kimi_state_dirs(env):
         stored = [folder / "config.toml", folder / "config.json", *_children(folder / "credentials")]
         for path in stored:
             text = _read_text(path)

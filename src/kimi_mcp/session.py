@@ -104,6 +104,8 @@ class TurnTrace:
         return ""
 
     def tool_traces(self, redact: Callable[[str], str] = lambda text: text) -> list[ToolCallTrace]:
+        """The calls as reported, ``redact`` applied before long texts are cut (so no cut leaves half a
+        secret)."""
         return [call.trace(redact) for call in self.calls.values()]
 
 
@@ -558,11 +560,11 @@ class KimiSession:
     def _verify_received(self, prompt: str) -> None:
         """The turn began: Kimi must have received exactly our message, else the turn is stopped."""
         received = self.trace.received or ""
-        if _trimmed(received) == _trimmed(prompt):
+        got, sent = _trimmed(received), _trimmed(prompt)
+        if got == sent:
             return
         at = next(
-            (i for i, (a, b) in enumerate(zip(_trimmed(received), _trimmed(prompt), strict=False)) if a != b),
-            min(len(_trimmed(received)), len(_trimmed(prompt))),
+            (i for i, (a, b) in enumerate(zip(got, sent, strict=False)) if a != b), min(len(got), len(sent))
         )
         log.warning("Kimi received a different message (first difference at %d); stopping the turn", at)
         self._interrupt(2.0)
@@ -572,8 +574,8 @@ class KimiSession:
                 "sent_chars": len(prompt),
                 "received_chars": len(received),
                 "first_difference_at": at,
-                "sent_near": self._redact(_trimmed(prompt)[max(0, at - 40) : at + 40]),
-                "received_near": self._redact(_trimmed(received)[max(0, at - 40) : at + 40]),
+                "sent_near": self._redact(sent[max(0, at - 40) : at + 40]),
+                "received_near": self._redact(got[max(0, at - 40) : at + 40]),
             },
             suggestion="Retry the call; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and "
             "report it.",
@@ -813,10 +815,6 @@ class KimiSession:
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
         self._on_progress(self._redactor(message))
-
-    def redact(self, text: str) -> str:
-        """Mask known secrets (API keys from the environment) in text that leaves the session."""
-        return self._redact(text)
 
     def _redact(self, text: str) -> str:
         return self._redactor(text)
