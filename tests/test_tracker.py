@@ -12,7 +12,8 @@ import pytest
 from tracker_helpers import DEFAULTS, changes, write
 
 from kimi_mcp import tracker
-from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, is_secret_path
+from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules
+from kimi_mcp.secrets import is_secret_path
 from kimi_mcp.tracker import (
     Changes,
     Snapshot,

@@ -22,7 +22,6 @@ __all__ = [
     "IgnoreRules",
     "chain_ignores",
     "compile_gitignore",
-    "is_secret_path",
     "read_small_file",
 ]
 
@@ -47,39 +46,6 @@ DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
 GITIGNORE = ".gitignore"
 _MAX_IGNORE_FILE = 4 * 1024 * 1024
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-# ---------------------------------------------------------------------------------------------- secrets
-
-_SECRET_NAMES = frozenset({".netrc", ".pgpass", ".pypirc", ".npmrc", ".htpasswd", "credentials"})
-_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
-_SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
-_ENV_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist")
-_SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg"})
-
-
-def is_secret_path(relpath: str) -> bool:
-    """True if the file's contents must never be read or returned (keys, credentials, ``.env``...).
-
-    Basename rules are case-insensitive; any directory component named ``.ssh``, ``.aws`` or ``.gnupg``
-    makes every file below it secret. ``.env.example``/``.sample``/``.template``/``.dist`` and public
-    keys (``id_rsa.pub``) are not secrets.
-    """
-    parts = relpath.replace("\\", "/").lower().split("/")
-    name = parts[-1]
-    if any(part in _SECRET_DIRS for part in parts[:-1]):
-        return True
-    if name in _SECRET_NAMES:
-        return True
-    if name == ".env" or name.startswith(".env."):
-        return not name.endswith(_ENV_TEMPLATE_SUFFIXES)
-    if name.endswith(_SECRET_SUFFIXES):
-        return True
-    if name.startswith(_SSH_KEY_PREFIXES):
-        return not name.endswith(".pub")
-    if name.startswith(("credentials.", "secrets.")):
-        return True
-    return "credentials" in name and name.endswith(".json")
-
 
 # ---------------------------------------------------------------------------------------------- gitignore
 

@@ -8,6 +8,7 @@ error messages, progress messages, transcripts, logs and file contents in result
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -15,8 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._ignore import DEFAULT_EXCLUDED_DIRS, is_secret_path
-from .workspace import kimi_state_dirs
+from ._ignore import DEFAULT_EXCLUDED_DIRS
 
 __all__ = [
     "KEY_SHAPE",
@@ -24,9 +24,73 @@ __all__ = [
     "SECRET_ENV_VARS",
     "Redactor",
     "configured_secrets",
+    "is_secret_path",
+    "touches_secret",
+    "withhold_arguments",
     "file_secret_values",
     "scan_workspace_secrets",
 ]
+
+# ------------------------------------------------------------------------------------ secret files
+
+_SECRET_NAMES = frozenset({".netrc", ".pgpass", ".pypirc", ".npmrc", ".htpasswd", "credentials"})
+_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx")
+_SSH_KEY_PREFIXES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")
+_ENV_TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist")
+_SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg"})
+
+
+def is_secret_path(relpath: str) -> bool:
+    """True if the file's contents must never be read or returned (keys, credentials, ``.env``...).
+
+    Basename rules are case-insensitive; any directory component named ``.ssh``, ``.aws`` or ``.gnupg``
+    makes every file below it secret. ``.env.example``/``.sample``/``.template``/``.dist`` and public
+    keys (``id_rsa.pub``) are not secrets.
+    """
+    parts = relpath.replace("\\", "/").lower().split("/")
+    name = parts[-1]
+    if any(part in _SECRET_DIRS for part in parts[:-1]):
+        return True
+    if name in _SECRET_NAMES:
+        return True
+    if name == ".env" or name.startswith(".env."):
+        return not name.endswith(_ENV_TEMPLATE_SUFFIXES)
+    if name.endswith(_SECRET_SUFFIXES):
+        return True
+    if name.startswith(_SSH_KEY_PREFIXES):
+        return not name.endswith(".pub")
+    if name.startswith(("credentials.", "secrets.")):
+        return True
+    return "credentials" in name and name.endswith(".json")
+
+
+# ---------------------------------------------------------------------------- secret tool calls
+
+_PATH_KEYS = ("path", "file_path", "filename", "file")
+_COMMAND_KEYS = ("command", "cmd", "script")
+_SHELL_SPLIT = re.compile(r"[\s;|&<>()'\"`=]+")
+
+
+def touches_secret(arguments: str) -> bool:
+    """Whether a tool call names a secret file (as its path, or as a word of a shell command)."""
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return False
+    if not isinstance(args, dict):
+        return False
+    if any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS):
+        return True
+    commands = [args[key] for key in _COMMAND_KEYS if isinstance(args.get(key), str)]
+    return any(word and is_secret_path(word) for command in commands for word in _SHELL_SPLIT.split(command))
+
+
+def withhold_arguments(arguments: str) -> str:
+    """The call's arguments with every value but its paths replaced by ``[withheld]``."""
+    args = json.loads(arguments)
+    kept = {k: (v if k in _PATH_KEYS else "[withheld]") for k, v in args.items()}
+    return json.dumps(kept, ensure_ascii=False)
+
 
 MASK = "***"
 SECRET_ENV_VARS = (
@@ -97,6 +161,8 @@ class Redactor:
 def configured_secrets(env: Mapping[str, str]) -> list[str]:
     """API keys and tokens from the environment and from Kimi's own stored configuration."""
     values = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
+    from .workspace import kimi_state_dirs  # workspace imports this module's path rule
+
     for folder in kimi_state_dirs(env):
         stored = [folder / "config.toml", folder / "config.json", *_children(folder / "credentials")]
         for path in stored:

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pexpect
 
-from ._ignore import is_secret_path
 from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._proc import descendants, terminate_tree
@@ -31,7 +30,7 @@ from ._screen import TerminalScreen, strip_ansi
 from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent, squash
 from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from .models import ToolCallTrace
-from .secrets import Redactor
+from .secrets import Redactor, touches_secret, withhold_arguments
 
 log = get_logger("session")
 
@@ -68,8 +67,8 @@ class CallRecord:
 
     def trace(self, redact: Callable[[str], str] = lambda text: text) -> ToolCallTrace:
         arguments, result = self.arguments, self.result
-        if _touches_secret(arguments):
-            arguments = _withhold_arguments(arguments)
+        if touches_secret(arguments):
+            arguments = withhold_arguments(arguments)
             result = None if result is None else "[withheld: the call touched a secret file]"
         return ToolCallTrace(
             name=self.name,
@@ -107,33 +106,6 @@ class TurnTrace:
         """The calls as reported, ``redact`` applied before long texts are cut (so no cut leaves half a
         secret)."""
         return [call.trace(redact) for call in self.calls.values()]
-
-
-_PATH_KEYS = ("path", "file_path", "filename", "file")
-
-
-_COMMAND_KEYS = ("command", "cmd", "script")
-_SHELL_SPLIT = re.compile(r"[\s;|&<>()'\"`=]+")
-
-
-def _touches_secret(arguments: str) -> bool:
-    """Whether a tool call names a secret file (as its path, or as a word of a shell command)."""
-    try:
-        args = json.loads(arguments or "{}")
-    except ValueError:
-        return False
-    if not isinstance(args, dict):
-        return False
-    if any(isinstance(args.get(k), str) and is_secret_path(args[k]) for k in _PATH_KEYS):
-        return True
-    commands = [args[key] for key in _COMMAND_KEYS if isinstance(args.get(key), str)]
-    return any(word and is_secret_path(word) for command in commands for word in _SHELL_SPLIT.split(command))
-
-
-def _withhold_arguments(arguments: str) -> str:
-    args = json.loads(arguments)
-    kept = {k: (v if k in _PATH_KEYS else "[withheld]") for k, v in args.items()}
-    return json.dumps(kept, ensure_ascii=False)
 
 
 def _trim(text: str, limit: int = TRIM) -> str:

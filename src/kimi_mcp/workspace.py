@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from ._ignore import is_secret_path
 from .errors import BadInput, WorkspaceError
+from .secrets import is_secret_path
 
 
 def resolve_workspace(
