@@ -11,7 +11,8 @@ import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning
 from typing_extensions import deprecated
 
-from kimi_mcp import _mcp_glue, server
+from kimi_mcp import server
+from kimi_mcp.tools import _mcp
 
 
 def test_any_exit_signal_ignores_every_other_during_cleanup() -> None:
@@ -39,7 +40,7 @@ def test_asking_for_roots_leaves_the_warning_filters_alone() -> None:
     ctx = types.SimpleNamespace(input_responses=None, session=_Session(), _is_modern_protocol=lambda: False)
 
     async def both():
-        return await asyncio.gather(_mcp_glue.client_roots(ctx), _mcp_glue.client_roots(ctx))
+        return await asyncio.gather(_mcp.client_roots(ctx), _mcp.client_roots(ctx))
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

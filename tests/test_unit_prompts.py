@@ -25,7 +25,7 @@ from kimi_mcp.prompts import (
     code_task_prompt,
     consult_prompt,
     debug_prompt,
-    prompt_prompt,
+    free_prompt,
     refactor_prompt,
     verify_prompt,
 )
@@ -63,7 +63,7 @@ def assert_json_instruction(text: str, model: type[BaseModel]) -> None:
 def all_prompts() -> dict[str, tuple[str, type[BaseModel] | None, bool]]:
     """name -> (prompt text, answer model, read-only?)"""
     return {
-        "prompt": (prompt_prompt("Add a CLI flag --verbose", "src/app.py\nsrc/util/io.py"), None, False),
+        "prompt": (free_prompt("Add a CLI flag --verbose", "src/app.py\nsrc/util/io.py"), None, False),
         "refactor": (
             refactor_prompt("src/app.py", FILES[0].text, "Rename handler to handle_event", True),
             RefactorAnswer,
@@ -125,10 +125,10 @@ def test_code_task_prompt_unchanged() -> None:
 # ------------------------------------------------------------------------------------------- per tool
 
 
-def test_prompt_prompt() -> None:
-    assert prompt_prompt("  Explain main.py  ", None) == "Explain main.py"
-    assert prompt_prompt("Explain main.py", "   ") == "Explain main.py"
-    text = prompt_prompt("Explain main.py", "main.py\nlib/helpers.py")
+def test_free_prompt() -> None:
+    assert free_prompt("  Explain main.py  ", None) == "Explain main.py"
+    assert free_prompt("Explain main.py", "   ") == "Explain main.py"
+    text = free_prompt("Explain main.py", "main.py\nlib/helpers.py")
     assert text.startswith("Explain main.py\n")
     assert "main.py\nlib/helpers.py" in text
     assert "```json" not in text

@@ -9,27 +9,28 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from kimi_mcp import _mcp_glue
 from kimi_mcp.config import Settings
 from kimi_mcp.models import TaskResult
 from kimi_mcp.server import create_server
 
 
+_ran: list = []  # what fake_run was given (cleared by the ``calls`` fixture)
+
+
+def fake_run(request, settings, **_kwargs) -> TaskResult:
+    _ran.append(request)
+    return TaskResult(success=True, workspace=str(request.workspace), output="done")
+
+
 @pytest.fixture
-def calls(monkeypatch: pytest.MonkeyPatch) -> list:
-    ran: list = []
-
-    def fake_run(request, settings, **_kwargs) -> TaskResult:
-        ran.append(request)
-        return TaskResult(success=True, workspace=str(request.workspace), output="done")
-
-    monkeypatch.setattr(_mcp_glue, "run_task", fake_run)
-    return ran
+def calls() -> list:
+    _ran.clear()
+    return _ran
 
 
 def call(tool: str, args: dict):
     async def body():
-        async with Client(create_server(Settings())) as client:
+        async with Client(create_server(Settings(), run=fake_run)) as client:
             return await client.call_tool(tool, args, raise_on_error=False)
 
     return asyncio.run(body())

@@ -1,4 +1,4 @@
-"""The standby pool (``_warm``): which standby serves which call, staleness, expiry and shutdown.
+"""The standby pool (``runner._pool``): which standby serves which call, staleness, expiry and shutdown.
 
 Sessions here are small stand-ins with the KimiSession methods the pool uses; the real Kimi under a pool
 is covered end to end in test_e2e_code_task.py.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp._warm import SessionPool, StandbyKey, workspace_signature
+from kimi_mcp.runner._pool import SessionPool, StandbyKey, workspace_signature
 
 
 class FakeSession:

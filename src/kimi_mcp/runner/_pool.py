@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._logging import get_logger
-from .session import KimiSession
+from .._logging import get_logger
+from ..session import KimiSession
 
-log = get_logger("warm")
+log = get_logger("pool")
 
 MAX_STANDBYS = 2
 _INSTRUCTION_FILES = frozenset({"agents.md", "claude.md"})

@@ -1,0 +1,115 @@
+"""Run one Kimi turn in a workspace and report what it said and every file it changed.
+
+The "before" snapshot is taken while Kimi starts up (off the critical path), or right away when a ready
+standby Kimi serves the call (see ``_pool``). After the turn ends the "after" diff runs while Kimi sits
+idle; then a cleanly finished Kimi exits in the background and the result is returned without waiting
+for it. On error, timeout or cancellation the session is closed before returning, and the files already
+changed are still reported. ``shutdown()`` stops every Kimi the runner still owns.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .._logging import get_logger
+from ..config import Settings
+from ..drivers import KimiInstall, find_binary, probe
+from ..errors import KimiMCPError
+from ..models import TaskResult
+from ..session import KimiSession
+from ..workspace import resolve_workspace
+from ._evidence import build_evidence, private_dirs
+from ._factory import new_session, standby_key
+from ._pool import SessionPool, StandbyKey
+from ._run import TaskRequest, TaskRun
+from ._slots import Slots
+
+__all__ = [
+    "Runner",
+    "TaskRequest",
+    "build_evidence",
+    "prewarm_default",
+    "private_dirs",
+    "run_task",
+    "shutdown",
+]
+
+log = get_logger("runner")
+
+
+class Runner:
+    """Runs tasks; owns the concurrency slots and every Kimi process that outlives a call."""
+
+    def __init__(self) -> None:
+        self.slots = Slots()
+        self.pool = SessionPool()
+
+    def run(
+        self,
+        request: TaskRequest,
+        settings: Settings,
+        *,
+        on_progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> TaskResult:
+        """Blocking: run the task; always a TaskResult (``success=False`` with ``error`` on failure)."""
+        call = TaskRun(self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ)
+        return call.run()
+
+    def prewarm(self, key: StandbyKey, install: KimiInstall, settings: Settings, env: dict[str, str]) -> None:
+        """Start a standby Kimi for ``key`` in the background (see ``_pool``)."""
+
+        def factory(cancel: threading.Event) -> KimiSession:
+            deadline = time.monotonic() + settings.startup_timeout
+            workspace = Path(key.workspace)
+            return new_session(
+                install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel
+            )
+
+        self.pool.prewarm(key, factory, settings.standby_idle)
+
+    def prewarm_default(self, settings: Settings, environ: dict[str, str] | None = None) -> None:
+        """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
+        env = dict(os.environ if environ is None else environ)
+        try:
+            workspace = resolve_workspace(
+                None, [], settings.workspace, allow_home=settings.allow_home_workspace
+            )
+            binary = find_binary(settings.kimi_bin, env)
+            install = probe(binary, env, settings.dialect)
+        except (KimiMCPError, OSError) as exc:
+            log.info("no standby at startup: %s", exc)
+            return
+        self.prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
+
+    def shutdown(self) -> None:
+        """Stop every standby and finish every background exit (server shutdown)."""
+        self.pool.shutdown()
+
+
+_default = Runner()
+
+
+def run_task(
+    request: TaskRequest,
+    settings: Settings,
+    *,
+    on_progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
+    environ: dict[str, str] | None = None,
+) -> TaskResult:
+    """Run ``request`` on the server's runner (see :meth:`Runner.run`)."""
+    return _default.run(request, settings, on_progress=on_progress, cancel=cancel, environ=environ)
+
+
+def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -> None:
+    _default.prewarm_default(settings, environ)
+
+
+def shutdown() -> None:
+    _default.shutdown()

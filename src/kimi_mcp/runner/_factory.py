@@ -1,0 +1,80 @@
+"""What one call needs built from the settings: the Kimi session, its message, the tracker's options."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from .. import tracker
+from .._policy import ApprovalPolicy
+from ..config import Settings
+from ..drivers import KimiInstall, make_driver
+from ..drivers.base import LoginOptions
+from ..message import check_size, prepare
+from ..secrets import Redactor, configured_secrets
+from ..session import KimiSession
+from ._pool import StandbyKey
+
+
+def tracker_options(settings: Settings) -> tracker.TrackerOptions:
+    return tracker.TrackerOptions(
+        extra_excluded_dirs=frozenset(settings.exclude_dirs),
+        max_file_chars=settings.max_file_chars,
+        max_total_chars=settings.max_total_chars,
+    )
+
+
+def login_options(settings: Settings, env: dict[str, str]) -> LoginOptions | None:
+    key = env.get("MOONSHOT_API_KEY", "").strip()
+    if not key:
+        return None
+    return LoginOptions(
+        api_key=key, platform=settings.platform, model=settings.model, thinking=settings.thinking
+    )
+
+
+def new_session(
+    install: KimiInstall,
+    workspace: Path,
+    read_only: bool,
+    settings: Settings,
+    env: dict[str, str],
+    *,
+    deadline: float,
+    cancel: threading.Event,
+    on_progress: Callable[[str], None] | None = None,
+    redact: Redactor | None = None,
+) -> KimiSession:
+    """An unstarted session for one workspace and mode."""
+    return KimiSession(
+        make_driver(install),
+        workspace,
+        env=env,
+        policy=ApprovalPolicy(workspace, read_only, settings.allow_shell),
+        deadline=deadline,
+        startup_timeout=settings.startup_timeout,
+        cancel=cancel,
+        on_progress=on_progress,
+        redact=redact or Redactor(configured_secrets(env)),
+        transcript_dir=settings.transcript_dir,
+        login=login_options(settings, env),
+    )
+
+
+def standby_key(
+    binary: str, install: KimiInstall, workspace: Path, read_only: bool, settings: Settings
+) -> StandbyKey:
+    lists = make_driver(install).lists_workspace_at_startup
+    return StandbyKey(binary, install.version, str(workspace), read_only, settings.allow_shell, lists)
+
+
+def message(
+    prompt: str, workspace: Path, install: KimiInstall, env: dict[str, str], settings: Settings
+) -> str:
+    """The prompt as the one inert message typed into this Kimi (see ``message``); refused with
+    ``BadInput`` if it cannot arrive whole."""
+    rules = make_driver(install).message_rules(workspace, env, settings.max_message_tokens)
+    text = prepare(prompt, rules)
+    check_size(text, rules)
+    return text

@@ -1,0 +1,223 @@
+"""One tool call's Kimi turn, phase by phase: prepare, acquire, session, snapshot, turn, changes, report.
+
+Every resource is registered for release on a ``contextlib.ExitStack`` the moment it is acquired, so the
+cleanup order is the order of the code: the change list is taken while Kimi still sits idle, then the
+"before" snapshot is closed, the tracker thread joined, the session retired (a clean turn: Kimi exits in
+the background) or closed (anything else), and the slots released last.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import tracker
+from .._logging import get_logger
+from ..config import Settings
+from ..drivers import KimiInstall, find_binary, probe
+from ..errors import KimiMCPError, SessionError
+from ..models import ErrorInfo, TaskResult, Usage
+from ..secrets import Redactor, WorkspaceSecrets, configured_secrets
+from ..session import KimiSession, TurnTrace
+from ..workspace import inside_prefixes
+from . import _factory
+from ._evidence import build_evidence, fill_changes, private_dirs
+from ._pool import StandbyKey
+from ._slots import acquire
+
+if TYPE_CHECKING:
+    from . import Runner
+
+log = get_logger("runner")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    prompt: str
+    workspace: Path
+    read_only: bool = False
+    #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
+    redactor: Redactor | None = None
+
+
+class TaskRun:
+    """One call: ``run()`` always returns a TaskResult (``success=False`` with ``error`` on failure)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        request: TaskRequest,
+        settings: Settings,
+        *,
+        on_progress: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        environ: dict[str, str] | None,
+    ) -> None:
+        self.runner, self.request, self.settings = runner, request, settings
+        self.progress = on_progress or (lambda _m: None)
+        self.cancel = cancel or threading.Event()
+        self.env = dict(os.environ if environ is None else environ)
+        self.started = time.monotonic()
+        self.deadline = self.started + settings.timeout
+        self.result = TaskResult(success=False, workspace=str(request.workspace))
+        self.redactor = request.redactor or Redactor()
+        self.redactor.add(configured_secrets(self.env))
+        self.found = WorkspaceSecrets(self.redactor, request.workspace, settings.exclude_dirs)
+        self.options = _factory.tracker_options(settings)
+        self.install: KimiInstall | None = None
+        self.key: StandbyKey | None = None
+        self.session: KimiSession | None = None
+        self.before: Future[tracker.Snapshot] | None = None
+        self.trace: TurnTrace | None = None
+        self.error: KimiMCPError | None = None
+
+    def run(self) -> TaskResult:
+        with ExitStack() as stack:
+            try:
+                message = self._prepare()
+                self._acquire_slots(stack)
+                self._open_session(stack)
+                self._start(stack)
+                self._turn(message)
+            except KimiMCPError as exc:
+                self.error = exc
+            except Exception as exc:  # a bug must still produce a clean result and a clean exit
+                log.exception("unexpected failure")
+                self.error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
+            self._collect_changes()  # while Kimi sits idle: its exit would compete for the CPU
+            self.found.finish()  # before Kimi's transcript is saved and anything is returned
+        return self._report()
+
+    # -- phases, in order --------------------------------------------------------------------------------
+    def _prepare(self) -> str:
+        binary = find_binary(self.settings.kimi_bin, self.env)
+        self.install = install = probe(binary, self.env, self.settings.dialect)
+        self.result.dialect, self.result.kimi_version = install.dialect, install.version
+        request = self.request
+        self.key = _factory.standby_key(binary, install, request.workspace, request.read_only, self.settings)
+        return _factory.message(request.prompt, request.workspace, install, self.env, self.settings)
+
+    def _acquire_slots(self, stack: ExitStack) -> None:
+        slots = self.runner.slots
+        held = [slots.semaphore(self.settings.max_concurrent)]
+        if not self.request.read_only:
+            held.append(slots.workspace_lock(self.request.workspace))
+        for lock in held:
+            acquire(lock, self.cancel, self.deadline)
+            stack.callback(lock.release)
+
+    def _open_session(self, stack: ExitStack) -> None:
+        pool, request, key = self.runner.pool, self.request, self.key
+        assert self.install is not None and key is not None
+        session = pool.take(key, self.cancel, self.deadline) if self.settings.standby != "off" else None
+        self.result.warm_start = session is not None
+        if session is not None:
+            session.rebind(
+                deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor
+            )
+        else:
+            session = _factory.new_session(
+                self.install, request.workspace, request.read_only, self.settings, self.env,
+                deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor,
+            )  # fmt: skip
+        self.session = session
+        pool.adopt(session)  # from here on, server shutdown stops it too
+        stack.callback(self._end_session, session)
+
+    def _start(self, stack: ExitStack) -> None:
+        assert self.session is not None and self.install is not None
+        tracker_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kimi-tracker")
+        stack.callback(tracker_thread.shutdown, wait=True)
+        self.before = tracker_thread.submit(tracker.take_snapshot, self.request.workspace, self.options)
+        stack.callback(self._close_snapshot)
+        if self.result.warm_start:
+            self.progress(f"using a ready Kimi ({self.install.dialect} {self.install.version})")
+        else:
+            self.session.start()
+        self.result.timings["startup"] = round(time.monotonic() - self.started, 3)
+        self._next_standby(turn_done=False)
+
+    def _turn(self, message: str) -> None:
+        assert self.session is not None and self.before is not None
+        self.before.result()  # the snapshot must be complete before Kimi can touch anything
+        self.found.wait()  # and the secrets to mask known before Kimi can show them
+        turn_started = time.monotonic()
+        self.trace = self.session.run_turn(message)
+        self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
+        self.error = self.trace.error
+
+    def _collect_changes(self) -> None:
+        before = self.before
+        if before is None or not before.done() or before.exception() is not None:
+            return
+        self.progress("collecting file changes")
+        diff_started = time.monotonic()
+        try:
+            changes = tracker.diff(before.result(), self.options)
+            self.result.timings["changes"] = round(time.monotonic() - diff_started, 4)
+            log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
+            private = inside_prefixes(self.request.workspace, private_dirs(self.settings, self.env))
+            fill_changes(self.result, self.request.workspace, changes.without(private), self.options)
+        except Exception as exc:  # report the turn even if the tracker fails
+            log.exception("tracker failed")
+            self.error = self.error or SessionError(f"could not list changed files: {exc}")
+
+    def _report(self) -> TaskResult:
+        result, trace, session = self.result, self.trace, self.session
+        if trace is not None:
+            result.output = trace.output
+            driver = session.driver if session else None
+            result.evidence = build_evidence(trace, driver, self.request.workspace, self.redactor)
+            if trace.input_tokens or trace.output_tokens:
+                result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
+        result.duration_s = round(time.monotonic() - self.started, 3)
+        result.success = self.error is None
+        if self.error is not None:
+            result.error = ErrorInfo.from_exception(self.error)
+        else:
+            self._next_standby(turn_done=True)
+        log.info(
+            "task done: success=%s created=%d modified=%d deleted=%d in %.1fs",
+            result.success, len(result.files_created), len(result.files_modified),
+            len(result.files_deleted), result.duration_s,
+        )  # fmt: skip
+        return TaskResult.model_validate(self.redactor.mask_tree(result.model_dump()))  # secrets masked
+
+    # -- releases and standbys -----------------------------------------------------------------------------
+    def _close_snapshot(self) -> None:
+        before = self.before
+        if before is not None and not before.cancelled() and before.exception() is None:
+            before.result().close()  # releases its inotify watches, whether or not the diff ran
+
+    def _end_session(self, session: KimiSession) -> None:
+        if self.trace is None:
+            self.trace = session.trace
+        self.result.session_id = session.session_id
+        if self.error is None and self.trace.ended:  # a clean turn: Kimi exits while the result goes out
+            session.rebind(deadline=time.monotonic() + 60.0, cancel=threading.Event())
+            self.runner.pool.retire(session)
+        else:
+            exit_started = time.monotonic()
+            session.close()
+            self.result.timings["exit"] = round(time.monotonic() - exit_started, 3)
+        self.runner.pool.release(session)
+
+    def _next_standby(self, *, turn_done: bool) -> None:
+        """The one place that decides when the next call's standby starts: right after startup when this
+        call's changes cannot make it stale (the dialect does not list the workspace at startup), else
+        after a successful turn."""
+        key, install = self.key, self.install
+        if self.settings.standby == "off" or key is None or install is None:
+            return
+        if turn_done or not key.lists_workspace:
+            try:
+                self.runner.prewarm(key, install, self.settings, self.env)
+            except Exception:  # the call succeeded: a standby that cannot start must not change that
+                log.exception("could not start a standby Kimi")
