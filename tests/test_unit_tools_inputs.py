@@ -13,7 +13,6 @@ from kimi_mcp.config import Settings
 from kimi_mcp.models import TaskResult
 from kimi_mcp.server import create_server
 
-
 _ran: list = []  # what fake_run was given (cleared by the ``calls`` fixture)
 
 

@@ -167,4 +167,3 @@ class ConsultResult(StructuredResult):
     assumptions: list[str] = Field(default_factory=list)
     alternatives: list[str] = Field(default_factory=list)
     confidence: float | None = Field(default=None, ge=0, le=1)
-    incomplete_trace: bool = False

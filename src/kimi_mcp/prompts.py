@@ -26,7 +26,7 @@ __all__ = [
     "code_task_prompt",
     "consult_prompt",
     "debug_prompt",
-    "prompt_prompt",
+    "free_prompt",
     "refactor_prompt",
     "verify_prompt",
 ]
@@ -81,7 +81,7 @@ def code_task_prompt(task: str, context: list[ContextFile], constraints: str | N
     return "\n".join(lines) + _context_block(context)
 
 
-def prompt_prompt(prompt: str, workspace_overview: str | None) -> str:
+def free_prompt(prompt: str, workspace_overview: str | None) -> str:
     """kimi_prompt: the caller's prompt as is, plus a listing of the workspace's files when asked for."""
     text = prompt.strip()
     if workspace_overview and workspace_overview.strip():

@@ -19,7 +19,8 @@ from . import __version__, runner
 from ._logging import setup_logging
 from .config import ConfigError, Settings, load_env_file, load_settings
 from .http_auth import http_auth
-from .tools import register_tools
+from .runner import run_task
+from .tools import RunTask, register_tools
 
 INSTRUCTIONS = (
     "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
@@ -30,9 +31,10 @@ INSTRUCTIONS = (
 )
 
 
-def create_server(settings: Settings, auth: TokenVerifier | None = None) -> FastMCP:
+def create_server(settings: Settings, auth: TokenVerifier | None = None, run: RunTask = run_task) -> FastMCP:
+    """The MCP server with the enabled tools; ``run`` runs a Kimi turn (a fake in the tool layer's tests)."""
     mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
-    register_tools(mcp, settings)
+    register_tools(mcp, settings, run)
     return mcp
 
 

@@ -8,6 +8,8 @@ import threading
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
+from typing import Protocol
 
 import anyio
 import mcp_types
@@ -15,19 +17,32 @@ from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPDeprecationWarning
 
+from .._logging import get_logger
+from ..config import Settings
+from ..errors import KimiMCPError
+from ..models import ErrorInfo, TaskResult
+from ..runner import TaskRequest
+from ..secrets import Redactor
+from ..workspace import roots_to_paths
 from ._budget import fit_to_budget
-from ._logging import get_logger
-from .config import Settings
-from .errors import KimiMCPError
-from .models import ErrorInfo, TaskResult
-from .runner import TaskRequest, run_task
-from .secrets import Redactor
-from .workspace import roots_to_paths
 
 log = get_logger("tools")
 
 HEARTBEAT_S = 5.0
 ROOTS_KEY = "kimi_mcp_roots"
+
+
+class RunTask(Protocol):
+    """The runner's entry point (``runner.run_task``; a fake in the tool layer's unit tests)."""
+
+    def __call__(
+        self,
+        request: TaskRequest,
+        settings: Settings,
+        *,
+        on_progress: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> TaskResult: ...
 
 
 def _root_paths(listed: object) -> list[str]:
@@ -87,7 +102,9 @@ def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | 
     )
 
 
-async def run_with_progress(ctx: Context, request: TaskRequest, settings: Settings) -> TaskResult:
+async def run_with_progress(
+    ctx: Context, request: TaskRequest, settings: Settings, run_task: RunTask
+) -> TaskResult:
     """Run the blocking task in a thread; relay progress; turn cancellation into a clean Kimi shutdown."""
     cancel = threading.Event()
     done = threading.Event()

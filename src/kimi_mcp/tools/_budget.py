@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import TaskResult, TruncatedItem
+from ..models import TaskResult, TruncatedItem
 
 # Large text fields, least valuable first; file contents come after these, Kimi's answer last.
 _FIELDS_FIRST = ("raw_response_preview", "original_content", "refactored_content")

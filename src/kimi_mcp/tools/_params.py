@@ -1,0 +1,33 @@
+"""Argument types and tool annotations the tools share."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import mcp_types
+from fastmcp.tools.base import ToolResult
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+WorkDir = Annotated[
+    str | None,
+    Field(description="Workspace directory (default: the client's root, KIMI_MCP_WORKSPACE or cwd)"),
+]
+Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
+
+Reply = ToolResult | mcp_types.InputRequiredResult
+"""What a tool returns: its result, or (modern protocol) a request for the client's roots first."""
+
+
+def writes(title: str) -> ToolAnnotations:
+    """Annotations of a tool that lets Kimi change the workspace."""
+    return ToolAnnotations(
+        title=title, read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+    )
+
+
+def reads(title: str) -> ToolAnnotations:
+    """Annotations of a tool whose Kimi cannot write files or run commands."""
+    return ToolAnnotations(
+        title=title, read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+    )

@@ -1,0 +1,178 @@
+"""The read-only tools: Kimi runs in plan mode and every write or command is rejected at the approval
+layer, so these can run in parallel with anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import tool
+from pydantic import BaseModel, Field
+
+from .. import answers, prompts
+from ..errors import BadInput
+from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
+from ._params import Files, Reply, WorkDir, reads
+from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
+
+Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
+ConsultRole = Literal["skeptic", "architect", "debugger", "judge"]
+
+
+class JudgeOption(BaseModel):
+    name: str
+    pros: list[str] = Field(default_factory=list)
+    cons: list[str] = Field(default_factory=list)
+
+
+class ExchangeTurn(BaseModel):
+    role: Literal["user", "kimi"]
+    content: str
+
+
+@tool(
+    description=(
+        "Read-only: ask Kimi to analyse files (general, security, performance, maintainability, testing "
+        "or architecture). Kimi cannot write files or run commands. Returns the analysis, suggestions "
+        "with file:line, and evidence of what Kimi read."
+    ),
+    annotations=reads("Kimi: analyse code"),
+    output_schema=AnalysisResult.model_json_schema(),
+)
+async def kimi_analyze_code(
+    ctx: Context,
+    file_paths: Files,
+    analysis_focus: Annotated[str | None, Field(description="What to look at in particular")] = None,
+    role: Annotated[Role, Field(description="Reviewer perspective")] = "general",
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    def prompt(call: Call, _ws: Path) -> str:
+        return prompts.analyze_prompt(
+            call.files(file_paths, "file_paths", required=True), analysis_focus, role
+        )
+
+    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+        result, parsed = structured(AnalysisResult, base, answers.AnalysisAnswer)
+        result.role = role
+        result.analysis = parsed.analysis if parsed else base.output
+        result.suggestions = list(parsed.suggestions) if parsed else []
+        return result
+
+    return await run_tool(ctx, backend, AnalysisResult, work_dir, prompt, read_only=True, finish=finish)
+
+
+@tool(
+    description=(
+        "Read-only: ask Kimi to check files against requirements. Returns a verdict (pass/fail/partial), "
+        "findings with file:line, and the unmet requirements. Kimi cannot write files or run commands."
+    ),
+    annotations=reads("Kimi: verify requirements"),
+    output_schema=VerifyResult.model_json_schema(),
+)
+async def kimi_verify(
+    ctx: Context,
+    requirements: Annotated[
+        str | list[str], Field(description="Requirements to check (text or a list of items)")
+    ],
+    file_paths: Files,
+    prompt: Annotated[str | None, Field(description="Extra instructions for the check")] = None,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    items = [requirements] if isinstance(requirements, str) else list(requirements)
+    items = [item.strip() for item in items if item and item.strip()]
+    listed = items[0] if len(items) == 1 else "\n".join(f"- {item}" for item in items)
+
+    def text(call: Call, _ws: Path) -> str:
+        return prompts.verify_prompt(listed, call.files(file_paths, "file_paths", required=True), prompt)
+
+    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+        result, parsed = structured(VerifyResult, base, answers.VerifyAnswer)
+        if parsed:
+            result.verdict = parsed.verdict
+            result.findings = list(parsed.findings)
+            result.unmet_requirements = list(parsed.unmet_requirements)
+        return result
+
+    def check() -> None:
+        if not items:
+            raise BadInput("requirements are empty")
+
+    return await run_tool(
+        ctx, backend, VerifyResult, work_dir, text, read_only=True, check=check, finish=finish
+    )
+
+
+@tool(
+    description=(
+        "Read-only: consult Kimi in a role — skeptic (proposal, goals, constraints, known_risks), "
+        "architect (requirements, alternatives), debugger (symptoms, repro, logs, tried) or judge "
+        "(options with pros/cons, criteria). Pass prior_exchange for follow-up rounds. Returns a "
+        "response, key risks, assumptions, alternatives, confidence and evidence."
+    ),
+    annotations=reads("Kimi: consult"),
+    output_schema=ConsultResult.model_json_schema(),
+)
+async def kimi_consult(
+    ctx: Context,
+    role: Annotated[ConsultRole, Field(description="Kimi's role")],
+    message: Annotated[
+        str, Field(description="Your question or the matter to consult on", max_length=50_000)
+    ],
+    proposal: str | None = None,
+    goals: str | None = None,
+    constraints: str | None = None,
+    known_risks: str | None = None,
+    requirements: str | None = None,
+    alternatives: str | None = None,
+    symptoms: str | None = None,
+    repro: str | None = None,
+    logs: str | None = None,
+    tried: str | None = None,
+    options: list[JudgeOption] | None = None,
+    criteria: str | None = None,
+    file_paths: Files = [],  # noqa: B006
+    prior_exchange: Annotated[
+        list[ExchangeTurn] | None, Field(description="Earlier rounds of this consultation")
+    ] = None,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    given = {
+        "proposal": proposal, "goals": goals, "constraints": constraints, "known_risks": known_risks,
+        "requirements": requirements, "alternatives": alternatives, "symptoms": symptoms,
+        "repro": repro, "logs": logs, "tried": tried, "criteria": criteria,
+        "options": [o.model_dump() for o in options] if options else None,
+    }  # fmt: skip
+    context: dict[str, object] = {k: v for k, v in given.items() if v}
+    history = [turn.model_dump() for turn in prior_exchange] if prior_exchange else None
+
+    def prompt(call: Call, _ws: Path) -> str:
+        files = call.files(file_paths, "file_paths")
+        if files:
+            context["files"] = "\n".join(f'<file path="{f.path}">\n{f.text}\n</file>' for f in files)
+        try:
+            return prompts.consult_prompt(role, message, context, history)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
+
+    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+        result, parsed = structured(ConsultResult, base, answers.ConsultAnswer)
+        result.role = role
+        if parsed:
+            result.response = parsed.response
+            result.key_risks = list(parsed.key_risks)
+            result.assumptions = list(parsed.assumptions)
+            result.alternatives = list(parsed.alternatives)
+            result.confidence = parsed.confidence
+        else:
+            result.response = base.output
+        return result
+
+    check = not_blank(message=message)
+    return await run_tool(
+        ctx, backend, ConsultResult, work_dir, prompt, read_only=True, check=check, finish=finish
+    )

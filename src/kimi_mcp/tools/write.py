@@ -1,0 +1,174 @@
+"""The write tools: Kimi may create, edit and delete files in the workspace and run commands there."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Annotated
+
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import tool
+from pydantic import Field
+
+from .. import answers, prompts
+from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
+from ..workspace import safe_relative, workspace_overview
+from ._params import Files, Reply, WorkDir, writes
+from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
+
+
+@tool(
+    description=(
+        "Delegate a coding task to Kimi (Moonshot's coding agent) in a workspace. Kimi may read, create, "
+        "edit and delete files inside the workspace and run shell commands there. Returns Kimi's final "
+        "answer and every file it created, modified or deleted, with the text of created/modified files "
+        "(within size budgets; secrets withheld), plus evidence of the tools it ran."
+    ),
+    annotations=writes("Kimi: coding task"),
+    output_schema=TaskResult.model_json_schema(),
+)
+async def kimi_code_task(
+    ctx: Context,
+    task_description: Annotated[
+        str, Field(description="What Kimi should do, self-contained", max_length=100_000)
+    ],
+    context_files: Files = [],  # noqa: B006 - schema default, never mutated
+    constraints: Annotated[str | None, Field(description="Rules Kimi must follow (style, scope, …)")] = None,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    def prompt(call: Call, _ws: Path) -> str:
+        files = call.files(context_files, "context_files")
+        return prompts.code_task_prompt(task_description, files, constraints)
+
+    check = not_blank(task_description=task_description)
+    return await run_tool(ctx, backend, TaskResult, work_dir, prompt, read_only=False, check=check)
+
+
+@tool(
+    description=(
+        "Send a free-form prompt to Kimi in a workspace (it may change files, like kimi_code_task). "
+        "With include_workspace_context, a listing of the workspace's files is added to the prompt."
+    ),
+    annotations=writes("Kimi: prompt"),
+    output_schema=TaskResult.model_json_schema(),
+)
+async def kimi_prompt(
+    ctx: Context,
+    prompt: Annotated[str, Field(description="The prompt for Kimi", max_length=100_000)],
+    include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    def text(_call: Call, ws: Path) -> str:
+        return prompts.free_prompt(prompt, workspace_overview(ws) if include_workspace_context else None)
+
+    return await run_tool(
+        ctx, backend, TaskResult, work_dir, text, read_only=False, check=not_blank(prompt=prompt)
+    )
+
+
+@tool(
+    description=(
+        "Ask Kimi to refactor one file in place. Returns the original and refactored contents, a unified "
+        "diff, Kimi's explanation, and any other file that changed (reported, never hidden). With "
+        "safety_checks (default), Kimi is told to preserve behaviour and the public API."
+    ),
+    annotations=writes("Kimi: refactor a file"),
+    output_schema=RefactorResult.model_json_schema(),
+)
+async def kimi_refactor(
+    ctx: Context,
+    file_path: Annotated[str, Field(description="File to refactor, relative to the workspace")],
+    refactor_instructions: Annotated[str, Field(description="What to change", max_length=50_000)],
+    safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    target: dict[str, str] = {}
+
+    def prompt(call: Call, ws: Path) -> str:
+        rel = target["path"] = safe_relative(ws, file_path)
+        original = target["original"] = call.files([rel], "file_path", required=True)[0].text
+        return prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
+
+    async def finish(call: Call, base: TaskResult) -> TaskResult:
+        assert call.workspace is not None
+        rel, original = target["path"], target["original"]
+        result, parsed = structured(RefactorResult, base, answers.RefactorAnswer)
+        after = _read_after(call.workspace / rel)
+        result.file_path = rel
+        result.original_content = original
+        result.refactored_content = after
+        result.diff = _diff(rel, original, after or "")
+        result.explanation = parsed.explanation if parsed else base.output
+        result.behavior_preserved = parsed.behavior_preserved if parsed else None
+        changed = {*base.files_created, *base.files_modified, *base.files_deleted}
+        result.other_files_changed = sorted(changed - {rel})
+        return result
+
+    check = not_blank(refactor_instructions=refactor_instructions)
+    return await run_tool(
+        ctx, backend, RefactorResult, work_dir, prompt, read_only=False, check=check, finish=finish
+    )
+
+
+@tool(
+    description=(
+        "Ask Kimi to find the root cause of an error and fix it. Returns the diagnosis, the solution, "
+        "and the code changes (with diffs of the relevant files), plus every changed file."
+    ),
+    annotations=writes("Kimi: debug and fix"),
+    output_schema=DebugResult.model_json_schema(),
+)
+async def kimi_debug(
+    ctx: Context,
+    error_message: Annotated[str, Field(description="The error / failing output", max_length=50_000)],
+    relevant_files: Files = [],  # noqa: B006
+    context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
+    work_dir: WorkDir = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    originals: dict[str, str] = {}
+
+    def prompt(call: Call, _ws: Path) -> str:
+        files = call.files(relevant_files, "relevant_files")
+        originals.update((f.path, f.text) for f in files)
+        return prompts.debug_prompt(error_message, files, context)
+
+    async def finish(call: Call, base: TaskResult) -> TaskResult:
+        assert call.workspace is not None
+        result, parsed = structured(DebugResult, base, answers.DebugAnswer)
+        described = {c.path: c.description for c in parsed.code_changes} if parsed else {}
+        for path in [*base.files_modified, *base.files_created]:
+            after = _read_after(call.workspace / path) or ""
+            diff = _diff(path, originals[path], after) if path in originals else ""
+            result.code_changes.append(CodeChange(path=path, description=described.get(path, ""), diff=diff))
+        if parsed:
+            result.diagnosis, result.root_cause, result.solution = (
+                parsed.diagnosis,
+                parsed.root_cause,
+                parsed.solution,
+            )
+        else:
+            result.diagnosis = base.output
+        return result
+
+    check = not_blank(error_message=error_message)
+    return await run_tool(
+        ctx, backend, DebugResult, work_dir, prompt, read_only=False, check=check, finish=finish
+    )
+
+
+def _read_after(path: Path) -> str | None:
+    """A file's text after the turn (``None`` if it is no longer a file)."""
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
+def _diff(path: str, before: str, after: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+        )
+    )

@@ -1,0 +1,225 @@
+"""Each tool on its own, through FastMCP's in-memory client with the runner replaced by a fake: the one
+list of tools, validation, the prompt and mode that reach the runner, and the result shaping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+
+from kimi_mcp.config import Settings
+from kimi_mcp.models import ErrorInfo, TaskResult
+from kimi_mcp.server import create_server
+from kimi_mcp.tools import ALL_TOOLS, TOOLS
+
+WRITE_TOOLS = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
+
+
+class FakeRunner:
+    """Records each request; ``act(request)`` may change the workspace and returns the TaskResult."""
+
+    def __init__(self, act: Callable[[Any], TaskResult] | None = None) -> None:
+        self.requests: list[Any] = []
+        self.act = act or (
+            lambda request: TaskResult(success=True, workspace=str(request.workspace), output="ok")
+        )
+
+    def __call__(self, request, settings, **_kwargs) -> TaskResult:
+        self.requests.append(request)
+        return self.act(request)
+
+
+def call(runner: FakeRunner, tool: str, args: dict, settings: Settings | None = None):
+    async def body():
+        async with Client(create_server(settings or Settings(), run=runner)) as client:
+            return await client.call_tool(tool, args, raise_on_error=False)
+
+    return asyncio.run(body())
+
+
+def listed(settings: Settings) -> list:
+    async def body():
+        async with Client(create_server(settings, run=FakeRunner())) as client:
+            return await client.list_tools()
+
+    return asyncio.run(body())
+
+
+def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 7
+    assert all(fn.__name__ == name for name, fn in TOOLS.items())
+    tools = {tool.name: tool for tool in listed(Settings())}
+    assert set(tools) == set(ALL_TOOLS)
+    for name, tool in tools.items():
+        assert "backend" not in tool.input_schema["properties"]  # the injected dependency is not an argument
+        assert "work_dir" in tool.input_schema["properties"]
+        assert tool.annotations.read_only_hint is (name not in WRITE_TOOLS)
+        assert tool.output_schema["properties"]["success"]["type"] == "boolean"
+
+
+def test_only_the_enabled_tools_are_registered_and_unknown_names_are_refused() -> None:
+    tools = listed(Settings(tools=["kimi_verify", "kimi_prompt"]))
+    assert sorted(tool.name for tool in tools) == ["kimi_prompt", "kimi_verify"]
+    with pytest.raises(ValueError, match="unknown tools \\['kimi_nope'\\]"):
+        create_server(Settings(tools=["kimi_nope"]), run=FakeRunner())
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "message"),
+    [
+        ("kimi_code_task", {"task_description": "  "}, "task_description is empty"),
+        ("kimi_prompt", {"prompt": "\n"}, "prompt is empty"),
+        (
+            "kimi_refactor",
+            {"file_path": "a.py", "refactor_instructions": " "},
+            "refactor_instructions is empty",
+        ),
+        ("kimi_debug", {"error_message": ""}, "error_message is empty"),
+        ("kimi_analyze_code", {"file_paths": []}, "file_paths: at least one file path is required"),
+        ("kimi_verify", {"requirements": [" ", ""], "file_paths": ["a.py"]}, "requirements are empty"),
+        ("kimi_consult", {"role": "judge", "message": " "}, "message is empty"),
+    ],
+)
+def test_blank_input_is_a_bad_input_result_and_kimi_never_runs(
+    tool: str, args: dict, message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    runner = FakeRunner()
+    result = call(runner, tool, {**args, "work_dir": str(tmp_path)})
+    error = result.structured_content["error"]
+    assert result.is_error and error["type"] == "bad_input" and error["message"] == message
+    assert error["suggestion"] and error["retryable"] is False
+    assert runner.requests == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expected"),
+    [
+        (
+            "kimi_code_task",
+            {"task_description": "Add f", "constraints": "no deps"},
+            ["Add f", "no deps", "x = 1"],
+        ),
+        ("kimi_prompt", {"prompt": "Explain", "include_workspace_context": True}, ["Explain", "a.py"]),
+        ("kimi_refactor", {"file_path": "a.py", "refactor_instructions": "rename x"}, ["rename x", "x = 1"]),
+        ("kimi_debug", {"error_message": "NameError: y"}, ["NameError: y", "x = 1"]),
+        ("kimi_analyze_code", {"analysis_focus": "naming", "role": "security"}, ["naming", "x = 1"]),
+        ("kimi_verify", {"requirements": ["has x", "has y"]}, ["- has x\n- has y", "x = 1"]),
+        (
+            "kimi_consult",
+            {"role": "skeptic", "message": "Is x ok?", "proposal": "keep x"},
+            ["Is x ok?", "keep x"],
+        ),
+    ],
+)
+def test_the_prompt_and_the_mode_reach_the_runner(
+    tool: str, args: dict, expected: list, tmp_path: Path
+) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    files = {
+        "kimi_code_task": {"context_files": ["a.py"]},
+        "kimi_debug": {"relevant_files": ["a.py"]},
+        "kimi_analyze_code": {"file_paths": ["a.py"]},
+        "kimi_verify": {"file_paths": ["a.py"]},
+    }.get(tool, {})
+    runner = FakeRunner()
+    result = call(runner, tool, {**args, **files, "work_dir": str(tmp_path)})
+    assert not result.is_error, result.structured_content
+    (request,) = runner.requests
+    assert request.workspace == tmp_path.resolve()
+    assert request.read_only is (tool not in WRITE_TOOLS)
+    for text in expected:
+        assert text in request.prompt
+
+
+def _changes(path: str, after: str) -> Callable[[Any], TaskResult]:
+    def act(request) -> TaskResult:
+        (request.workspace / path).write_text(after)
+        (request.workspace / "other.py").write_text("new\n")
+        answer = {"explanation": "renamed", "behavior_preserved": True, "diagnosis": "typo", "root_cause": "a.py:1",
+                  "solution": "fixed", "code_changes": [{"path": path, "description": "fix the name"}]}  # fmt: skip
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output=json.dumps(answer),
+            files_modified=[path], files_created=["other.py"],
+        )  # fmt: skip
+
+    return act
+
+
+def test_refactor_reports_before_after_diff_and_the_other_files(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    runner = FakeRunner(_changes("a.py", "y = 1\n"))
+    data = call(
+        runner,
+        "kimi_refactor",
+        {"file_path": "a.py", "refactor_instructions": "rename", "work_dir": str(tmp_path)},
+    ).structured_content
+    assert (
+        data["parse_ok"] is True and data["explanation"] == "renamed" and data["behavior_preserved"] is True
+    )
+    assert (data["file_path"], data["original_content"], data["refactored_content"]) == (
+        "a.py",
+        "x = 1\n",
+        "y = 1\n",
+    )
+    assert "-x = 1\n+y = 1\n" in data["diff"] and data["diff"].startswith("--- a/a.py\n+++ b/a.py\n")
+    assert data["other_files_changed"] == ["other.py"]
+
+
+def test_debug_reports_a_diff_for_each_relevant_file_it_changed(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = y\n")
+    runner = FakeRunner(_changes("a.py", "x = 1\n"))
+    args = {"error_message": "NameError", "relevant_files": ["a.py"], "work_dir": str(tmp_path)}
+    data = call(runner, "kimi_debug", args).structured_content
+    assert (data["diagnosis"], data["root_cause"], data["solution"]) == ("typo", "a.py:1", "fixed")
+    changes = {change["path"]: change for change in data["code_changes"]}
+    assert changes["a.py"]["description"] == "fix the name" and "-x = y\n+x = 1\n" in changes["a.py"]["diff"]
+    assert changes["other.py"]["diff"] == ""  # not a file the caller sent: no "before" to diff against
+
+
+def test_read_tools_shape_parsed_answers_and_fall_back_to_the_raw_answer(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    answers = {
+        "kimi_analyze_code": {
+            "analysis": "fine",
+            "suggestions": [{"file": "a.py", "line": 1, "text": "name it"}],
+        },
+        "kimi_verify": {"verdict": "partial", "findings": [], "unmet_requirements": ["has y"]},
+        "kimi_consult": {"response": "risky", "key_risks": ["x"], "confidence": 0.4},
+    }
+    args = {
+        "kimi_analyze_code": {"file_paths": ["a.py"]},
+        "kimi_verify": {"requirements": "has y", "file_paths": ["a.py"]},
+        "kimi_consult": {"role": "skeptic", "message": "ok?"},
+    }
+    for tool, answer in answers.items():
+        runner = FakeRunner(
+            lambda r, a=answer: TaskResult(success=True, workspace=str(r.workspace), output=json.dumps(a))
+        )
+        data = call(runner, tool, {**args[tool], "work_dir": str(tmp_path)}).structured_content
+        assert data["parse_ok"] is True, tool
+        raw = FakeRunner(lambda r: TaskResult(success=True, workspace=str(r.workspace), output="just prose"))
+        fallback = call(raw, tool, {**args[tool], "work_dir": str(tmp_path)}).structured_content
+        assert fallback["parse_ok"] is False and fallback["raw_response_preview"] == "just prose", tool
+    assert data["response"] == "risky" and data["key_risks"] == ["x"] and data["confidence"] == 0.4
+    assert "incomplete_trace" not in data  # one place for it: evidence.incomplete_trace
+    assert fallback["response"] == "just prose"
+
+
+def test_a_failed_run_is_an_error_result_with_secrets_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MOONSHOT_API_KEY", "sk-configuredsecretvalue12345")
+    failed = ErrorInfo(
+        type="timeout", message="gave up near sk-configuredsecretvalue12345", suggestion="s", retryable=True
+    )
+    runner = FakeRunner(lambda r: TaskResult(success=False, workspace=str(r.workspace), error=failed))
+    result = call(runner, "kimi_code_task", {"task_description": "x", "work_dir": str(tmp_path)})
+    assert result.is_error
+    assert result.structured_content["error"]["message"] == "gave up near ***"
+    assert "sk-configuredsecretvalue12345" not in result.content[0].text
