@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 ErrorType = Literal[
-    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "parse", "bad_input"
+    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input"
 ]
 
 
@@ -81,12 +81,6 @@ class TaskCancelled(KimiMCPError):
 class WorkspaceError(KimiMCPError):
     type = "filesystem"
     default_suggestion = "Pass an existing directory as work_dir and paths relative to it."
-
-
-class ParseError(KimiMCPError):
-    type = "parse"
-    default_suggestion = "Kimi's answer did not have the expected shape; the raw answer is included."
-    default_retryable = True
 
 
 class BadInput(KimiMCPError):
