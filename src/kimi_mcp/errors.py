@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-ErrorType = Literal[
-    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input"
-]
+ErrorType = Literal["install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input"]
 
 
 class KimiMCPError(Exception):

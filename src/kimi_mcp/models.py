@@ -96,6 +96,9 @@ class TaskResult(BaseModel):
         ),
     )
     error: ErrorInfo | None = None
+    notes: list[str] = Field(
+        default_factory=list, description="What the caller should know about this result that is not an error"
+    )
 
 
 class StructuredResult(TaskResult):

@@ -30,12 +30,17 @@ from ..workspace import inside_prefixes
 from . import _factory
 from ._evidence import build_evidence, fill_changes, private_dirs
 from ._pool import StandbyKey
-from ._slots import acquire
+from ._slots import Claim, acquire
 
 if TYPE_CHECKING:
     from . import Runner
 
 log = get_logger("runner")
+
+SHARED_NOTE = (
+    "No change list: a write call ran in this workspace at the same time, and its changes cannot be told "
+    "apart from this read-only call's (which cannot write)."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,7 @@ class TaskRun:
         self.before: Future[tracker.Snapshot] | None = None
         self.trace: TurnTrace | None = None
         self.error: KimiMCPError | None = None
+        self.claim: Claim | None = None
 
     def run(self) -> TaskResult:
         with ExitStack() as stack:
@@ -106,12 +112,11 @@ class TaskRun:
 
     def _acquire_slots(self, stack: ExitStack) -> None:
         slots = self.runner.slots
-        held = [slots.semaphore(self.settings.max_concurrent)]
-        if not self.request.read_only:
-            held.append(slots.workspace_lock(self.request.workspace))
-        for lock in held:
-            acquire(lock, self.cancel, self.deadline)
-            stack.callback(lock.release)
+        semaphore = slots.semaphore(self.settings.max_concurrent)
+        acquire(semaphore, self.cancel, self.deadline)
+        stack.callback(semaphore.release)
+        self.claim = slots.claim(self.request.workspace, self.request.read_only, self.cancel, self.deadline)
+        stack.callback(slots.release, self.claim)
 
     def _open_session(self, stack: ExitStack) -> None:
         pool, request, key = self.runner.pool, self.request, self.key
@@ -163,6 +168,9 @@ class TaskRun:
             changes = tracker.diff(before.result(), self.options)
             self.result.timings["changes"] = round(time.monotonic() - diff_started, 4)
             log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
+            if self.claim is not None and self.claim.shared:
+                self.result.notes.append(SHARED_NOTE)
+                return
             private = inside_prefixes(self.request.workspace, private_dirs(self.settings, self.env))
             fill_changes(self.result, self.request.workspace, changes.without(private), self.options)
         except Exception as exc:  # report the turn even if the tracker fails
