@@ -12,7 +12,7 @@ import pytest
 from tracker_helpers import DEFAULTS, changes, write
 
 from kimi_mcp import tracker
-from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules
+from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS
 from kimi_mcp.secrets import is_secret_path
 from kimi_mcp.tracker import (
     Changes,
@@ -21,6 +21,7 @@ from kimi_mcp.tracker import (
     TruncatedItem,
     collect_contents,
 )
+from kimi_mcp.tracker._ignore import IgnoreRules
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX semantics")
 CAN_WATCH = sys.platform.startswith("linux")

@@ -18,8 +18,8 @@ import pytest
 from tracker_helpers import DEFAULTS, changes, write
 from xxhash import xxh3_64_intdigest
 
-from kimi_mcp import _spill, tracker
-from kimi_mcp.tracker import Changes, Snapshot
+from kimi_mcp import tracker
+from kimi_mcp.tracker import Changes, Snapshot, _spill
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and inotify: Linux")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from tracker_helpers import DEFAULTS, changes, write
 
-from kimi_mcp import _watch, tracker
-from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions
+from kimi_mcp import tracker
+from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions, _watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 

@@ -17,6 +17,27 @@ from dotenv import load_dotenv
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 ENV_PREFIX = "KIMI_MCP_"
+
+DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".jj",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+    }
+)
+"""Directory names never walked, wherever they are (the tracker, the secret-file scan, workspace listings);
+``exclude_dirs`` adds to them."""
+
 Dialect = Literal["auto", "legacy", "kimi-code"]
 
 

@@ -21,7 +21,7 @@ import struct
 import sys
 import threading
 
-from ._logging import get_logger
+from .._logging import get_logger
 
 try:
     from inotify_simple import INotify

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable
 from typing import IO, NamedTuple
 
-from ._logging import get_logger
+from .._logging import get_logger
 
 __all__ = ["Records", "open_records"]
 

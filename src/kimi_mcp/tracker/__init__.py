@@ -80,11 +80,12 @@ from typing import Literal, NamedTuple
 
 from xxhash import xxh3_64, xxh3_64_intdigest
 
-from ._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules, chain_ignores
-from ._logging import get_logger
+from .._logging import get_logger
+from ..config import DEFAULT_EXCLUDED_DIRS
+from ..secrets import is_secret_path
+from ._ignore import IgnoreRules, chain_ignores
 from ._spill import Records, open_records
 from ._watch import Watcher, open_watcher
-from .secrets import is_secret_path
 
 __all__ = [
     "Changes",
