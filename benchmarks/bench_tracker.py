@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 
 from kimi_mcp import tracker
-from kimi_mcp.tracker import Changes, TrackerOptions, diff, take_snapshot
+from kimi_mcp.tracker import Changes, TrackerOptions, _parallel, diff, take_snapshot
 
 GIT = ["git", "-c", "user.email=b@b", "-c", "user.name=b", "-c", "commit.gpgsign=false"]
 
@@ -105,7 +105,7 @@ def timed_diff(snapshot: tracker.Snapshot, how: str) -> tuple[float, Changes]:
         os.environ["KIMI_MCP_TRACKER_FORK"] = "0"
     try:
         start = time.perf_counter()
-        result = diff(snapshot) if how == "watched" else tracker._diff_full(snapshot, TrackerOptions())
+        result = diff(snapshot) if how == "watched" else _parallel.walk_full(snapshot, TrackerOptions())
         return time.perf_counter() - start, result
     finally:
         os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
@@ -121,7 +121,7 @@ def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
         with take_snapshot(root) as snapshot:
             held, peak = tracemalloc.get_traced_memory()
             n = len(snapshot)
-            records = snapshot._records
+            records = snapshot.tree.records
             where = (
                 f"temporary file, {len(records) / 1e6:.1f} MB mapped"
                 if records.on_disk
@@ -198,10 +198,10 @@ def main() -> int:
             rss.append(proc.memory_info().rss)
             if not snapshot.watching:
                 print(
-                    f"run {run}: WARNING: the snapshot is not watching ({snapshot._unwatched})",
+                    f"run {run}: WARNING: the snapshot is not watching ({snapshot.unwatched_reason})",
                     file=sys.stderr,
                 )
-            n_watches = len(snapshot._watch or ())
+            n_watches = len(snapshot.watcher or ())
             expected = apply_changes(root, tracked, args.changes, rng, run)
             run_ok = True
             for rnd in range(args.rounds):
@@ -213,7 +213,7 @@ def main() -> int:
                         times["git"].append(time_git_status(root))
                         continue
                     if how == "full":
-                        n_forked += tracker._parallel_ok(snapshot)
+                        n_forked += _parallel.parallel_ok(snapshot)
                     elapsed, result = timed_diff(snapshot, how)
                     times[how].append(elapsed)
                     if result != expected:

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tracker_helpers import DEFAULTS, changes, write
+from tracker_helpers import DEFAULTS, changes, recorded, rewrite_record, set_dir_stat, write
 
 from kimi_mcp import tracker
 from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS
@@ -19,6 +19,9 @@ from kimi_mcp.tracker import (
     Snapshot,
     TrackerOptions,
     TruncatedItem,
+    _contents,
+    _parallel,
+    _walk,
     collect_contents,
 )
 from kimi_mcp.tracker._ignore import IgnoreRules
@@ -41,7 +44,7 @@ def take_snapshot(root: Path, options: TrackerOptions = DEFAULTS) -> Snapshot:
     """tracker.take_snapshot, checking it watches exactly when it should."""
     snapshot = tracker.take_snapshot(root, options)
     wanted = CAN_WATCH and os.environ.get("KIMI_MCP_TRACKER_WATCH") != "0"
-    assert snapshot.watching == wanted, snapshot._unwatched
+    assert snapshot.watching == wanted, snapshot.unwatched_reason
     return snapshot
 
 
@@ -50,7 +53,7 @@ def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
     result must be the full walk's, and it must say which path it took."""
     watching = before.watching
     result = tracker.diff(before, options)
-    assert result == tracker._diff_full(before, options), "the watched diff differs from the full walk"
+    assert result == _parallel.walk_full(before, options), "the watched diff differs from the full walk"
     assert result.method == ("watched" if watching and before.watching else "full"), result.reason
     return result
 
@@ -58,9 +61,9 @@ def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
 def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:
     """Simulate a filesystem whose timestamps did not move on the last write (coarse granularity):
     overwrite the recorded mtime/ctime/inode with the current ones, keeping the recorded size."""
-    assert snapshot._file(rel) is not None
+    assert recorded(snapshot, rel) is not None
     st = os.lstat(snapshot.root / rel)
-    snapshot._rewrite(rel, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
+    rewrite_record(snapshot, rel, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
 
 
 # ------------------------------------------------------------------------------------------------ diff
@@ -104,7 +107,7 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
     write(tmp_path, "same.txt", "same\n")
     tmp = write(tmp_path, "replaced.txt.tmp", "same too\n")
     os.replace(tmp, tmp_path / "replaced.txt")  # new inode, same bytes
-    assert os.stat(tmp_path / "replaced.txt").st_ino != before._file("replaced.txt").inode
+    assert os.stat(tmp_path / "replaced.txt").st_ino != recorded(before, "replaced.txt").inode
     assert diff(before) == changes()
 
 
@@ -113,7 +116,7 @@ def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
 def test_same_size_edit_with_restored_mtime_is_modified(
     tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
 ) -> None:
-    monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
+    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
     path = write(tmp_path, "f.txt", "aaaa\n")
     st = os.stat(path)
     before = take_snapshot(tmp_path)  # not racy: only the stat key can reveal the edit
@@ -133,7 +136,7 @@ def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path, dir_
     pretend_stat_unchanged(before, "f.txt")
     if dir_trusted:  # as if the directory were old: its listing is skipped, the racy file still re-hashed
         st = os.stat(tmp_path)
-        before._dirs[""].stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        set_dir_stat(before, "", (st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
     assert diff(before) == changes(modified=["f.txt"])
 
 
@@ -506,7 +509,7 @@ def test_secret_files_listed_without_content(tmp_path: Path, monkeypatch: pytest
         opened.append(os.fspath(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(tracker.os, "open", spy)
+    monkeypatch.setattr(_contents.os, "open", spy)
     report = collect_contents(tmp_path, [".env", "deploy/server.pem", ".env.example"])
     assert report.secret_files == [".env", "deploy/server.pem"]
     assert report.file_contents == {".env.example": "API_KEY=\n"}
@@ -581,7 +584,7 @@ def test_large_file_reads_only_a_head(tmp_path: Path, monkeypatch: pytest.Monkey
         read_sizes.append(len(data))
         return data
 
-    monkeypatch.setattr(tracker.os, "read", spy)
+    monkeypatch.setattr(_contents.os, "read", spy)
     report = collect_contents(tmp_path, ["huge.txt"], TrackerOptions(max_file_chars=1000))
     assert report.file_contents["huge.txt"] == "z" * 1000
     assert report.truncated == [TruncatedItem("huge.txt", "file_too_large", size, 1000)]
@@ -641,15 +644,15 @@ def test_parallel_diff_matches_serial(tmp_path: Path, monkeypatch: pytest.Monkey
     expected = _churn(tmp_path)
     assert tracker.diff(before) == expected  # serial: below PARALLEL_MIN_FILES
     forks: list[object] = []
-    real_fork_walk = tracker._fork_walk
+    real_fork_walk = _parallel._fork_walk
 
     def spy(walk, items):
         result = real_fork_walk(walk, items)
         forks.append(result)
         return result
 
-    monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
-    monkeypatch.setattr(tracker, "_fork_walk", spy)
+    monkeypatch.setattr(_parallel, "parallel_ok", lambda before: True)
+    monkeypatch.setattr(_parallel, "_fork_walk", spy)
     assert tracker.diff(before) == expected
     assert len(forks) == 1 and forks[0] is not None
 
@@ -660,9 +663,9 @@ def test_parallel_diff_falls_back_when_child_fails(tmp_path: Path, monkeypatch: 
     _busy_tree(tmp_path)
     before = take_snapshot(tmp_path)
     expected = _churn(tmp_path)
-    monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
-    real_join = tracker._join_child
-    monkeypatch.setattr(tracker, "_join_child", lambda child: (real_join(child), None)[1])
+    monkeypatch.setattr(_parallel, "parallel_ok", lambda before: True)
+    real_join = _parallel._join_child
+    monkeypatch.setattr(_parallel, "_join_child", lambda child: (real_join(child), None)[1])
     assert diff(before) == expected
 
 
@@ -687,18 +690,18 @@ def test_unchanged_directories_are_not_listed(
     for rel in ("d1/edit.txt", "d1/same.txt", "d1/keep.txt", "d2/gone.txt", "d3/a.txt", "d4/b.txt"):
         write(tmp_path, rel, "one\n" if rel.endswith("edit.txt") else "same\n")
     write(tmp_path, "d5/deep/er/f.txt")
-    monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
+    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
     monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")  # the full walk's own shortcut (see test_tracker_watch)
     before = take_snapshot(tmp_path)
     expected = _scenario(tmp_path)
     fast: list[str] = []
-    real = tracker._DiffWalk._scan_unchanged_dir
+    real = _walk.DiffWalk._scan_unchanged_dir
 
     def spy(self, dir_fd, rel, old, stack):
         fast.append(rel)
         return real(self, dir_fd, rel, old, stack)
 
-    monkeypatch.setattr(tracker._DiffWalk, "_scan_unchanged_dir", spy)
+    monkeypatch.setattr(_walk.DiffWalk, "_scan_unchanged_dir", spy)
     assert tracker.diff(before) == expected
     if trust_dir_stat:
         assert sorted(fast) == ["", "d1", "d5", "d5/deep", "d5/deep/er"]
@@ -710,7 +713,7 @@ def test_unchanged_directories_are_not_listed(
 def test_racy_directory_is_always_listed(tmp_path: Path) -> None:
     write(tmp_path, "d/a.txt")
     before = take_snapshot(tmp_path)  # d was just created: its stat is not trusted
-    assert before._dirs["d"].stat is None
+    assert before.tree.dirs["d"].stat is None
     write(tmp_path, "d/b.txt")
     assert diff(before) == changes(created=["d/b.txt"])
 
@@ -748,6 +751,6 @@ def test_hung_fork_child_is_killed_and_reaped() -> None:
         _time.sleep(60)
         os._exit(0)
     os.close(write_fd)
-    assert tracker._join_child((pid, read_fd), timeout=0.5) is None  # (a hang would trip pytest-timeout)
+    assert _parallel._join_child((pid, read_fd), timeout=0.5) is None  # (a hang would trip pytest-timeout)
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # already reaped by _join_child

@@ -1,0 +1,54 @@
+"""The tracker's value types: what to track (``TrackerOptions``) and what changed (``Changes``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..config import DEFAULT_EXCLUDED_DIRS
+
+__all__ = ["DEFAULT_OPTIONS", "Changes", "TrackerOptions", "excluded_dirs"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrackerOptions:
+    """What to track and how much content to return."""
+
+    extra_excluded_dirs: frozenset[str] = frozenset()
+    respect_gitignore: bool = True
+    max_file_chars: int = 20_000
+    max_total_chars: int = 60_000
+
+
+DEFAULT_OPTIONS = TrackerOptions()
+
+
+def excluded_dirs(options: TrackerOptions) -> frozenset[str]:
+    """Every directory name that is never walked: the defaults and the extra ones."""
+    return DEFAULT_EXCLUDED_DIRS | options.extra_excluded_dirs
+
+
+@dataclass
+class Changes:
+    """Sorted POSIX paths relative to the root.
+
+    ``method`` says how ``diff`` found them: ``"watched"`` (only directories the watcher saw change were
+    re-examined) or ``"full"`` (the whole tree was walked), and ``reason`` why the full walk was used. Both
+    are diagnostics: they take no part in ``==``.
+    """
+
+    created: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    method: Literal["watched", "full"] = field(default="full", compare=False)
+    reason: str | None = field(default=None, compare=False)
+
+    def without(self, prefixes: tuple[str, ...]) -> Changes:
+        """These changes minus the paths in (or equal to) any of ``prefixes`` (relative directories)."""
+        if not prefixes:
+            return self
+
+        def keep(paths: list[str]) -> list[str]:
+            return [p for p in paths if not any(p == d or p.startswith(d + "/") for d in prefixes)]
+
+        return Changes(keep(self.created), keep(self.modified), keep(self.deleted), self.method, self.reason)
