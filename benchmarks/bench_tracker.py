@@ -10,7 +10,7 @@ forks a helper on 2+ CPUs), the full walk in-process, and ``git status``; every 
 applied changes, and the watched one must not have fallen back. The changes are then committed so every
 run's ``git status`` sees the same amount of change. Prints medians over all samples, the ratios to git, and
 the snapshot's memory per tracked file (its per-file records are in an anonymous temporary file; each run
-also times a snapshot that keeps them in memory, ``KIMI_MCP_TRACKER_SPILL=0``, for comparison); exits 1 if
+also times a snapshot that keeps them in memory, ``TrackerOptions(spill=False)``, for comparison); exits 1 if
 any diff was wrong.
 """
 
@@ -101,14 +101,10 @@ def apply_changes(root: Path, tracked: list[str], n: int, rng: random.Random, ru
 def timed_diff(snapshot: tracker.Snapshot, how: str) -> tuple[float, Changes]:
     """Time one diff: ``watched`` (the default), ``full`` (the fallback walk, forking a helper if worthwhile)
     or ``serial`` (the fallback walk in-process)."""
-    if how == "serial":
-        os.environ["KIMI_MCP_TRACKER_FORK"] = "0"
-    try:
-        start = time.perf_counter()
-        result = diff(snapshot) if how == "watched" else _parallel.walk_full(snapshot, TrackerOptions())
-        return time.perf_counter() - start, result
-    finally:
-        os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
+    start = time.perf_counter()
+    full_walk = _parallel.walk_full
+    result = diff(snapshot) if how == "watched" else full_walk(snapshot, TrackerOptions(fork=how == "full"))
+    return time.perf_counter() - start, result
 
 
 def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
@@ -134,13 +130,9 @@ def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
 
 def time_snapshot(root: Path, spill: bool) -> float:
     """Seconds to take (and close) a snapshot with its records spilled to a file or kept in memory."""
-    os.environ["KIMI_MCP_TRACKER_SPILL"] = "1" if spill else "0"
-    try:
-        start = time.perf_counter()
-        take_snapshot(root).close()
-        return time.perf_counter() - start
-    finally:
-        os.environ.pop("KIMI_MCP_TRACKER_SPILL", None)
+    start = time.perf_counter()
+    take_snapshot(root, TrackerOptions(spill=spill)).close()
+    return time.perf_counter() - start
 
 
 def report_mismatch(run: int, name: str, result: Changes, expected: Changes) -> None:
@@ -213,7 +205,7 @@ def main() -> int:
                         times["git"].append(time_git_status(root))
                         continue
                     if how == "full":
-                        n_forked += _parallel.parallel_ok(snapshot)
+                        n_forked += _parallel.parallel_ok(snapshot, TrackerOptions())
                     elapsed, result = timed_diff(snapshot, how)
                     times[how].append(elapsed)
                     if result != expected:

@@ -17,6 +17,7 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -33,11 +34,6 @@ EXCLUDE_TARGET = TrackerOptions(extra_excluded_dirs=frozenset({"target"}))
 def sh(root: Path, script: str) -> None:
     """Change the tree from another process, as Kimi does."""
     subprocess.run(["sh", "-ec", script], cwd=root, check=True)
-
-
-@pytest.fixture(autouse=True)
-def _watching(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KIMI_MCP_TRACKER_WATCH", raising=False)
 
 
 @contextlib.contextmanager
@@ -224,16 +220,14 @@ SCENARIOS: dict[str, Callable[[Path], Changes]] = {
 
 @pytest.mark.parametrize("watch", [True, False], ids=["watched", "full"])
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_scenario_same_result_watched_or_not(
-    tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, name: str, watch: bool
-) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "1" if watch else "0")
+def test_scenario_same_result_watched_or_not(tmp_path: Path, settled: None, name: str, watch: bool) -> None:
+    options = replace(EXCLUDE_TARGET, watch=watch)
     _tree(tmp_path)
-    with tracker.take_snapshot(tmp_path, EXCLUDE_TARGET) as before:
+    with tracker.take_snapshot(tmp_path, options) as before:
         assert before.watching is watch
         expected = SCENARIOS[name](tmp_path)
         scanned: list[str] = []
-        check(before, expected, "watched" if watch else "full", EXCLUDE_TARGET, scanned)
+        check(before, expected, "watched" if watch else "full", options, scanned)
         if watch:
             assert not any(rel.startswith("quiet") for rel in scanned)
 
@@ -517,14 +511,13 @@ def test_same_directory_twice_falls_back(tmp_path: Path, monkeypatch: pytest.Mon
         check(before, _create_modify_delete(tmp_path), "full")
 
 
-def test_kill_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
+def test_kill_switch(tmp_path: Path) -> None:
     _tree(tmp_path)
     fds = _open_fds()
-    with tracker.take_snapshot(tmp_path) as before:
+    with tracker.take_snapshot(tmp_path, TrackerOptions(watch=False)) as before:
         assert _open_fds() == fds
         result = check(before, _create_modify_delete(tmp_path), "full")
-        assert "KIMI_MCP_TRACKER_WATCH=0" in (result.reason or "")
+        assert "KIMI_MCP_TRACKER_WATCH" in (result.reason or "")
 
 
 # ------------------------------------------------------------------------------------- resources

@@ -81,6 +81,20 @@ class Settings(BaseModel):
     )
     allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
     exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")
+    tracker_watch: bool = Field(
+        default=True,
+        description="Watch the workspace with inotify (Linux) so a change list re-examines only the directories "
+        "where something happened; false = always walk the whole tree (same result, slower on big trees)",
+    )
+    tracker_fork: bool = Field(
+        default=True,
+        description="Let the whole-tree walk fork a helper for half of a large tree (>= 20k files, 2+ CPUs)",
+    )
+    tracker_spill: bool = Field(
+        default=True,
+        description="Keep a snapshot's per-file records in an anonymous temporary file (mapped, not resident) "
+        "instead of in memory",
+    )
     max_concurrent: int = Field(default=2, ge=1, description="Kimi processes running at once")
     standby: Literal["off", "after-call", "startup"] = Field(
         default="after-call",

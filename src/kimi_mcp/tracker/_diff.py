@@ -14,7 +14,7 @@ and the parents of directories the snapshot had to skip. A daemon thread drains 
 the turn so a burst of writes does not overflow it. The snapshot owns the instance: ``Snapshot.close()``.
 
 Fallbacks: ``diff`` walks the whole tree, exactly as without a watcher, when watching never started (not
-Linux, ``KIMI_MCP_TRACKER_WATCH=0``, no inotify instance left, the watch limit reached: at most a quarter
+Linux, ``TrackerOptions.watch`` False, no inotify instance left, the watch limit reached: at most a quarter
 of ``max_user_watches`` is used) or can no longer be trusted: the event queue overflowed, a watched
 directory was moved or renamed (its watches would map to stale paths; a new, unwatched directory may be
 renamed freely), a filesystem was unmounted, the root was replaced, a changed directory cannot be read, or
@@ -23,8 +23,8 @@ own directory). ``Changes.method`` and ``Changes.reason`` say which path was tak
 every inotify user: writes that leave no event are not seen (a file given a second name *after* the
 snapshot where no tracked directory sees it, outside the workspace or in an ignored or excluded directory,
 and written through that name; a shared ``mmap`` still mapped when ``diff`` runs, whose ``close_write``
-comes at unmap; changes made by another machine on a network filesystem); set ``KIMI_MCP_TRACKER_WATCH=0``
-where that matters.
+comes at unmap; changes made by another machine on a network filesystem); turn watching off
+(``KIMI_MCP_TRACKER_WATCH=false``) where that matters.
 """
 
 from __future__ import annotations

@@ -12,12 +12,21 @@ __all__ = ["DEFAULT_OPTIONS", "Changes", "TrackerOptions", "excluded_dirs"]
 
 @dataclass(frozen=True, slots=True)
 class TrackerOptions:
-    """What to track and how much content to return."""
+    """What to track, how much content to return, and how: the switches ``watch``, ``fork`` and ``spill``
+    change the cost, never the result (the server sets them from the ``tracker_*`` settings)."""
 
     extra_excluded_dirs: frozenset[str] = frozenset()
     respect_gitignore: bool = True
     max_file_chars: int = 20_000
     max_total_chars: int = 60_000
+    watch: bool = True
+    """``take_snapshot`` watches the directories it walks with inotify (Linux), so ``diff`` re-examines only
+    those where something happened; False: ``diff`` always walks the whole tree."""
+    fork: bool = True
+    """The whole-tree walk forks a helper for half of a large tree (>= 20k files, 2+ CPUs); False: never."""
+    spill: bool = True
+    """The snapshot's per-file records go to an anonymous temporary file (mapped, not resident); False: they
+    stay in memory."""
 
 
 DEFAULT_OPTIONS = TrackerOptions()

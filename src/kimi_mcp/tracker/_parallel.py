@@ -32,17 +32,17 @@ CHILD_TIMEOUT_S = 60.0
 """The forked walker must finish within this; otherwise it is killed and the parent walks its part."""
 
 
-def walk_full(before: Snapshot, options: TrackerOptions) -> Changes:
+def walk_full(before: Snapshot, options: TrackerOptions, *, forked: bool | None = None) -> Changes:
     """Walk the whole tree again and compare it with ``before``.
 
     On Linux with 2+ usable CPUs and at least ``PARALLEL_MIN_FILES`` tracked files, part of the tree is
     walked by a forked child process: it inherits ``before`` (it only reads the small in-memory index, so
     few pages get copied, and the records' mapping, which is shared), walks, sends back its findings and
-    ``_exit``s; if it fails, that part is walked in-process.
-    ``KIMI_MCP_TRACKER_FORK=0`` disables this.
+    ``_exit``s; if it fails, that part is walked in-process. ``options.fork`` False disables this.
+    ``forked`` overrides that decision (True: fork a helper whatever the tree's size; tests).
     """
     walk = DiffWalk.start(before, options)
-    if not parallel_ok(before):
+    if not (parallel_ok(before, options) if forked is None else forked):
         walk.walk([""])
         return walk.finish()
     items: list[str] = []
@@ -62,11 +62,11 @@ def walk_full(before: Snapshot, options: TrackerOptions) -> Changes:
     return walk.finish()
 
 
-def parallel_ok(before: Snapshot) -> bool:
+def parallel_ok(before: Snapshot, options: TrackerOptions) -> bool:
     """Whether the full walk of ``before`` forks a helper."""
-    if len(before) < PARALLEL_MIN_FILES or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    if not options.fork or len(before) < PARALLEL_MIN_FILES:
         return False
-    if os.environ.get("KIMI_MCP_TRACKER_FORK", "1") == "0":
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
     try:
         cpus = len(os.sched_getaffinity(0))

@@ -13,7 +13,7 @@ from ._fs import UNTRACKABLE, dir_id, ident, open_dir
 from ._ignore import IgnoreRules, chain_ignores
 from ._model import DEFAULT_OPTIONS, TrackerOptions, excluded_dirs
 from ._records import KIND_FILE, KIND_LINK, KIND_UNKNOWN, Tree, TreeBuilder
-from ._spill import open_records
+from ._spill import Records, open_records
 from ._watch import Watcher, open_watcher
 
 __all__ = ["RACY_WINDOW_NS", "Snapshot", "take_snapshot"]
@@ -23,6 +23,11 @@ RACY_WINDOW_NS = 50_000_000
 stat key changing (timestamp granularity), so it is always re-hashed by ``diff``."""
 _COARSE_RACY_WINDOW_NS = 2_000_000_000  # whole-second timestamps (FAT has 2 s): widen the window
 _SECOND_NS = 1_000_000_000
+
+WATCH_OFF = "disabled by the tracker_watch setting (KIMI_MCP_TRACKER_WATCH)"
+"""Why a snapshot taken with ``TrackerOptions.watch`` False does not watch."""
+SPILL_OFF = "disabled by the tracker_spill setting (KIMI_MCP_TRACKER_SPILL)"
+"""Why the records of a snapshot taken with ``TrackerOptions.spill`` False are in memory."""
 
 
 class Snapshot:
@@ -101,19 +106,19 @@ class Snapshot:
 def take_snapshot(root: Path, options: TrackerOptions = DEFAULT_OPTIONS) -> Snapshot:
     """Walk ``root`` and record the stat key and content hash of every tracked file.
 
-    On Linux every walked directory is also watched with inotify (``KIMI_MCP_TRACKER_WATCH=0`` disables
-    this), so ``diff`` can skip the directories where nothing happened: ``close()`` the snapshot when done.
+    On Linux every walked directory is also watched with inotify (unless ``options.watch`` is False), so
+    ``diff`` can skip the directories where nothing happened: ``close()`` the snapshot when done.
     """
     root = Path(root)
     root_str = os.fspath(root)
     started_ns = time.time_ns()
     rules = IgnoreRules(root_str, enabled=options.respect_gitignore)
     root_id = dir_id(os.stat(root_str))
-    records = open_records(root_str)
+    records = open_records(root_str) if options.spill else Records(None, SPILL_OFF)
     watcher: Watcher | None = None
     try:
         builder = TreeBuilder(records, root_id)
-        watch = _start_watching()
+        watch = open_watcher() if options.watch else WATCH_OFF
         watcher = watch if isinstance(watch, Watcher) else None
         _walk_snapshot(root_str, rules, excluded_dirs(options), started_ns, builder, watcher)
         records.seal()
@@ -123,13 +128,6 @@ def take_snapshot(root: Path, options: TrackerOptions = DEFAULT_OPTIONS) -> Snap
         records.close()  # nothing is left behind by a failed snapshot
         raise
     return Snapshot(root, started_ns, builder.build(rules.spec_cache), watch)
-
-
-def _start_watching() -> Watcher | str:
-    """A watcher for a new snapshot, or why there is none."""
-    if os.environ.get("KIMI_MCP_TRACKER_WATCH", "1") == "0":
-        return "disabled by KIMI_MCP_TRACKER_WATCH=0"
-    return open_watcher()
 
 
 def _walk_snapshot(
