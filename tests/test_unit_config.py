@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.config import ConfigError, Settings, config_file_path, load_env_file, load_settings
+from kimi_mcp.config import (
+    MAX_FILE_CHARS,
+    MAX_TOTAL_CHARS,
+    ConfigError,
+    Settings,
+    config_file_path,
+    load_env_file,
+    load_settings,
+)
+from kimi_mcp.tracker import TrackerOptions
 
 
 @pytest.fixture
@@ -48,6 +57,13 @@ def test_defaults_without_file_or_environment(xdg: Path) -> None:
     assert settings.tracker_watch is True
     assert settings.tracker_fork is True
     assert settings.tracker_spill is True
+
+
+def test_content_budgets_have_one_default() -> None:
+    """The tracker's defaults are the settings' defaults (one constant each, in config)."""
+    options = TrackerOptions()
+    assert (options.max_file_chars, options.max_total_chars) == (MAX_FILE_CHARS, MAX_TOTAL_CHARS)
+    assert (Settings().max_file_chars, Settings().max_total_chars) == (MAX_FILE_CHARS, MAX_TOTAL_CHARS)
 
 
 def test_unrelated_environment_variables_are_ignored(xdg: Path) -> None:

@@ -18,6 +18,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 ENV_PREFIX = "KIMI_MCP_"
 
+MAX_FILE_CHARS = 20_000
+"""Default per-file cap on the contents of a changed file returned in a result (``max_file_chars``)."""
+MAX_TOTAL_CHARS = 30_000
+"""Default cap on all file contents returned in one result (``max_total_chars``)."""
+
 DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
     {
         ".git",
@@ -65,8 +70,10 @@ class Settings(BaseModel):
         description="Bearer token the HTTP transport requires (needed for a non-loopback --host)",
         repr=False,
     )
-    max_file_chars: int = Field(default=20_000, ge=0, description="Per-file content cap in a result")
-    max_total_chars: int = Field(default=30_000, ge=0, description="Cap on all file contents in a result")
+    max_file_chars: int = Field(default=MAX_FILE_CHARS, ge=0, description="Per-file content cap in a result")
+    max_total_chars: int = Field(
+        default=MAX_TOTAL_CHARS, ge=0, description="Cap on all file contents in a result"
+    )
     max_result_chars: int = Field(
         default=40_000,
         ge=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..config import DEFAULT_EXCLUDED_DIRS
+from ..config import DEFAULT_EXCLUDED_DIRS, MAX_FILE_CHARS, MAX_TOTAL_CHARS
 
 __all__ = ["DEFAULT_OPTIONS", "Changes", "TrackerOptions", "excluded_dirs"]
 
@@ -17,8 +17,8 @@ class TrackerOptions:
 
     extra_excluded_dirs: frozenset[str] = frozenset()
     respect_gitignore: bool = True
-    max_file_chars: int = 20_000
-    max_total_chars: int = 60_000
+    max_file_chars: int = MAX_FILE_CHARS
+    max_total_chars: int = MAX_TOTAL_CHARS
     watch: bool = True
     """``take_snapshot`` watches the directories it walks with inotify (Linux), so ``diff`` re-examines only
     those where something happened; False: ``diff`` always walks the whole tree."""
