@@ -1,5 +1,7 @@
-"""Reading the contents of created and modified files for a result, within budgets, never opening secrets
-or anything that resolves outside the workspace (``collect_contents``)."""
+"""Reading created and modified files' contents for a result, within budgets (``collect_contents``).
+
+Secret files are never opened, nor anything that resolves outside the workspace.
+"""
 
 from __future__ import annotations
 

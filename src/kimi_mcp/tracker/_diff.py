@@ -1,7 +1,6 @@
-"""``diff``: compare the tree with a snapshot, re-examining only the directories its watcher saw change, or
-walking the whole tree (``_parallel``) when the watcher cannot say.
+"""``diff``: re-examine only the directories the snapshot's watcher saw change, else walk the whole tree.
 
-Watching (Linux): ``take_snapshot`` also opens an inotify instance (``_watch.py``) and watches every directory
+Watching (Linux): ``take_snapshot`` also opens an inotify instance (``_watch``) and watches every directory
 it walks *before* listing it (create, delete, modify, attrib, close_write, moves, delete_self, move_self; no
 access/open events, so the tracker's own reads dirty nothing). Anything that happens in a directory after
 it was listed therefore leaves an event, and ``diff`` re-examines only the *dirty* directories with the same

@@ -1,5 +1,7 @@
-"""Filesystem primitives of the tracker: opening directories and files without following symlinks, and a
-file's content identity (xxh3-64 of its bytes, or of a symlink's target path). POSIX only."""
+"""File-system primitives: open without following symlinks, and a file's content identity (xxh3-64).
+
+POSIX only (directory file descriptors, ``O_NOFOLLOW``).
+"""
 
 from __future__ import annotations
 

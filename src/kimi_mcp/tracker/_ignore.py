@@ -1,4 +1,4 @@
-"""Which paths the tracker skips: git-ignored paths (heavy directories: ``config.DEFAULT_EXCLUDED_DIRS``).
+"""Git-ignore rules as the tracker applies them (excluded directory names: ``config.DEFAULT_EXCLUDED_DIRS``).
 
 Git-ignore semantics follow git itself: ``.git/info/exclude`` has the lowest precedence, then the root
 ``.gitignore``, then nested ``.gitignore`` files, each relative to its own directory; the deepest file with a

@@ -1,5 +1,4 @@
-"""The full walk of ``diff``: the whole tree compared with the snapshot, part of it by a forked helper
-process on big trees (``walk_full``)."""
+"""The full walk of ``diff`` (``walk_full``), part of it in a forked helper process on big trees."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The record format of a snapshot: a packed ``DirRecord`` per directory in memory, and per directory one
-block of per-file records in the snapshot's ``Records`` (``_spill``), read back as ``Files``.
+"""The record format of a snapshot: a packed ``DirRecord`` per directory, a block of ``Files`` per directory.
+
+The ``DirRecord`` stays in memory; the block of per-file records goes to the snapshot's ``Records``
+(``_spill``) and is read back as ``Files`` when ``diff`` needs it.
 
 Memory: what is per tracked file (its name, size/mtime/ctime, inode, content hash and a kind byte: about 61
 bytes, 6 MB for 100k files) is not kept in memory. ``take_snapshot`` encodes each directory's records into one

@@ -1,5 +1,7 @@
-"""Taking a snapshot: walk the tree once, watching each directory before listing it, and record the stat key
-and content hash of every tracked file (``take_snapshot``, ``Snapshot``)."""
+"""Taking a snapshot: walk and watch the tree, record every tracked file (``take_snapshot``, ``Snapshot``).
+
+Each directory is watched before it is listed; each tracked file's stat key and content hash are recorded.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""The "after" walk of ``diff``: compare directories with their snapshot records, one at a time (the same
-code for the watched diff, the full walk and its forked helper)."""
+"""The per-directory comparison of ``diff`` (``DiffWalk``), shared by the watched diff and the full walk.
+
+One directory at a time is compared with its snapshot records; the full walk's forked helper runs it too.
+"""
 
 from __future__ import annotations
 
