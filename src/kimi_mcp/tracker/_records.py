@@ -137,7 +137,7 @@ NO_FILES = Files(_BLOCK.pack(0, 0, 0, 0))
 """The records of a directory that has none (or is new)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # compared by identity, never hashed by content
 class Tree:
     """What a snapshot recorded: ``dirs`` (relative path -> ``DirRecord``; "" is the root), the ``records``
     they point into, the number of tracked ``files``, the directories the watcher cannot vouch for
