@@ -10,7 +10,7 @@ forks a helper on 2+ CPUs), the full walk in-process, and ``git status``; every 
 applied changes, and the watched one must not have fallen back. The changes are then committed so every
 run's ``git status`` sees the same amount of change. Prints medians over all samples, the ratios to git, and
 the snapshot's memory per tracked file (its per-file records are in an anonymous temporary file; each run
-also times a snapshot that keeps them in memory, ``KIMI_MCP_TRACKER_SPILL=0``, for comparison); exits 1 if
+also times a snapshot that keeps them in memory, ``TrackerOptions(spill=False)``, for comparison); exits 1 if
 any diff was wrong.
 """
 
@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 
 from kimi_mcp import tracker
-from kimi_mcp.tracker import Changes, TrackerOptions, diff, take_snapshot
+from kimi_mcp.tracker import Changes, TrackerOptions, _parallel, diff, take_snapshot
 
 GIT = ["git", "-c", "user.email=b@b", "-c", "user.name=b", "-c", "commit.gpgsign=false"]
 
@@ -101,14 +101,10 @@ def apply_changes(root: Path, tracked: list[str], n: int, rng: random.Random, ru
 def timed_diff(snapshot: tracker.Snapshot, how: str) -> tuple[float, Changes]:
     """Time one diff: ``watched`` (the default), ``full`` (the fallback walk, forking a helper if worthwhile)
     or ``serial`` (the fallback walk in-process)."""
-    if how == "serial":
-        os.environ["KIMI_MCP_TRACKER_FORK"] = "0"
-    try:
-        start = time.perf_counter()
-        result = diff(snapshot) if how == "watched" else tracker._diff_full(snapshot, TrackerOptions())
-        return time.perf_counter() - start, result
-    finally:
-        os.environ.pop("KIMI_MCP_TRACKER_FORK", None)
+    start = time.perf_counter()
+    full_walk = _parallel.walk_full
+    result = diff(snapshot) if how == "watched" else full_walk(snapshot, TrackerOptions(fork=how == "full"))
+    return time.perf_counter() - start, result
 
 
 def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
@@ -121,7 +117,7 @@ def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
         with take_snapshot(root) as snapshot:
             held, peak = tracemalloc.get_traced_memory()
             n = len(snapshot)
-            records = snapshot._records
+            records = snapshot.tree.records
             where = (
                 f"temporary file, {len(records) / 1e6:.1f} MB mapped"
                 if records.on_disk
@@ -134,13 +130,9 @@ def snapshot_memory(root: Path) -> tuple[int, float, float, str]:
 
 def time_snapshot(root: Path, spill: bool) -> float:
     """Seconds to take (and close) a snapshot with its records spilled to a file or kept in memory."""
-    os.environ["KIMI_MCP_TRACKER_SPILL"] = "1" if spill else "0"
-    try:
-        start = time.perf_counter()
-        take_snapshot(root).close()
-        return time.perf_counter() - start
-    finally:
-        os.environ.pop("KIMI_MCP_TRACKER_SPILL", None)
+    start = time.perf_counter()
+    take_snapshot(root, TrackerOptions(spill=spill)).close()
+    return time.perf_counter() - start
 
 
 def report_mismatch(run: int, name: str, result: Changes, expected: Changes) -> None:
@@ -198,10 +190,10 @@ def main() -> int:
             rss.append(proc.memory_info().rss)
             if not snapshot.watching:
                 print(
-                    f"run {run}: WARNING: the snapshot is not watching ({snapshot._unwatched})",
+                    f"run {run}: WARNING: the snapshot is not watching ({snapshot.unwatched_reason})",
                     file=sys.stderr,
                 )
-            n_watches = len(snapshot._watch or ())
+            n_watches = len(snapshot.watcher or ())
             expected = apply_changes(root, tracked, args.changes, rng, run)
             run_ok = True
             for rnd in range(args.rounds):
@@ -213,7 +205,7 @@ def main() -> int:
                         times["git"].append(time_git_status(root))
                         continue
                     if how == "full":
-                        n_forked += tracker._parallel_ok(snapshot)
+                        n_forked += _parallel.parallel_ok(snapshot, TrackerOptions())
                     elapsed, result = timed_diff(snapshot, how)
                     times[how].append(elapsed)
                     if result != expected:

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import kimi_install  # noqa: E402
 from fake_moonshot import FakeMoonshot  # noqa: E402
 
-from kimi_mcp import tracker  # noqa: E402
+from kimi_mcp.tracker import _snapshot  # noqa: E402
 
 FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
 
@@ -158,4 +158,4 @@ def kimi(request: pytest.FixtureRequest, home: Path) -> KimiUnderTest:
 def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make tracker snapshots believe they were taken 10 s from now, so no file counts as racily clean."""
     fake = types.SimpleNamespace(time_ns=lambda: time.time_ns() + 10_000_000_000)
-    monkeypatch.setattr(tracker, "time", fake)
+    monkeypatch.setattr(_snapshot, "time", fake)

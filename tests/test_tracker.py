@@ -6,41 +6,45 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tracker_helpers import DEFAULTS, changes, write
+from tracker_helpers import DEFAULTS, changes, recorded, rewrite_record, set_dir_stat, write
 
 from kimi_mcp import tracker
-from kimi_mcp._ignore import DEFAULT_EXCLUDED_DIRS, IgnoreRules
+from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS
 from kimi_mcp.secrets import is_secret_path
 from kimi_mcp.tracker import (
     Changes,
     Snapshot,
     TrackerOptions,
     TruncatedItem,
+    _contents,
+    _parallel,
+    _walk,
     collect_contents,
 )
+from kimi_mcp.tracker._ignore import IgnoreRules
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX semantics")
 CAN_WATCH = sys.platform.startswith("linux")
 
 
+UNWATCHED = TrackerOptions(watch=False)
+
+
 @pytest.fixture(params=["watched", "full"])
-def watch_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def opts(request: pytest.FixtureRequest) -> TrackerOptions:
     """Run a test with snapshots that watch their directories (Linux) and with snapshots that do not."""
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "1" if request.param == "watched" else "0")
-    return request.param
-
-
-both_ways = pytest.mark.usefixtures("watch_mode")
+    return TrackerOptions(watch=request.param == "watched")
 
 
 def take_snapshot(root: Path, options: TrackerOptions = DEFAULTS) -> Snapshot:
     """tracker.take_snapshot, checking it watches exactly when it should."""
     snapshot = tracker.take_snapshot(root, options)
-    wanted = CAN_WATCH and os.environ.get("KIMI_MCP_TRACKER_WATCH") != "0"
-    assert snapshot.watching == wanted, snapshot._unwatched
+    wanted = CAN_WATCH and options.watch
+    assert snapshot.watching == wanted, snapshot.unwatched_reason
     return snapshot
 
 
@@ -49,7 +53,7 @@ def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
     result must be the full walk's, and it must say which path it took."""
     watching = before.watching
     result = tracker.diff(before, options)
-    assert result == tracker._diff_full(before, options), "the watched diff differs from the full walk"
+    assert result == _parallel.walk_full(before, options), "the watched diff differs from the full walk"
     assert result.method == ("watched" if watching and before.watching else "full"), result.reason
     return result
 
@@ -57,21 +61,20 @@ def diff(before: Snapshot, options: TrackerOptions = DEFAULTS) -> Changes:
 def pretend_stat_unchanged(snapshot: tracker.Snapshot, rel: str) -> None:
     """Simulate a filesystem whose timestamps did not move on the last write (coarse granularity):
     overwrite the recorded mtime/ctime/inode with the current ones, keeping the recorded size."""
-    assert snapshot._file(rel) is not None
+    assert recorded(snapshot, rel) is not None
     st = os.lstat(snapshot.root / rel)
-    snapshot._rewrite(rel, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
+    rewrite_record(snapshot, rel, mtime_ns=st.st_mtime_ns, ctime_ns=st.st_ctime_ns, inode=st.st_ino)
 
 
 # ------------------------------------------------------------------------------------------------ diff
 
 
-@both_ways
-def test_created_modified_deleted(tmp_path: Path) -> None:
+def test_created_modified_deleted(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "keep.txt", "keep\n")
     write(tmp_path, "edit.txt", "old\n")
     write(tmp_path, "gone.txt", "bye\n")
     write(tmp_path, "src/pkg/mod.py", "x = 1\n")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     assert len(before) == 4
     assert before.root == tmp_path
     assert before.started_ns <= time.time_ns()
@@ -80,146 +83,139 @@ def test_created_modified_deleted(tmp_path: Path) -> None:
     (tmp_path / "gone.txt").unlink()
     write(tmp_path, "new.txt", "hello\n")
     write(tmp_path, "src/pkg/mod.py", "x = 2\n")
-    assert diff(before) == changes(
+    assert diff(before, opts) == changes(
         created=["new.txt"], modified=["edit.txt", "src/pkg/mod.py"], deleted=["gone.txt"]
     )
 
 
-@both_ways
-def test_no_changes_is_empty(tmp_path: Path) -> None:
+def test_no_changes_is_empty(opts: TrackerOptions, tmp_path: Path) -> None:
     for i in range(30):
         write(tmp_path, f"d{i % 3}/f{i}.txt", f"{i}\n")
-    before = take_snapshot(tmp_path)
-    assert diff(before) == changes()
-    assert diff(before) == changes()  # the snapshot is not consumed
+    before = take_snapshot(tmp_path, opts)
+    assert diff(before, opts) == changes()
+    assert diff(before, opts) == changes()  # the snapshot is not consumed
 
 
-@both_ways
-def test_rewrite_with_identical_content_is_not_modified(tmp_path: Path) -> None:
+def test_rewrite_with_identical_content_is_not_modified(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "same.txt", "same\n")
     write(tmp_path, "replaced.txt", "same too\n")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     time.sleep(0.01)
     write(tmp_path, "same.txt", "same\n")
     tmp = write(tmp_path, "replaced.txt.tmp", "same too\n")
     os.replace(tmp, tmp_path / "replaced.txt")  # new inode, same bytes
-    assert os.stat(tmp_path / "replaced.txt").st_ino != before._file("replaced.txt").inode
-    assert diff(before) == changes()
+    assert os.stat(tmp_path / "replaced.txt").st_ino != recorded(before, "replaced.txt").inode
+    assert diff(before, opts) == changes()
 
 
-@both_ways
 @pytest.mark.parametrize("trust_dir_stat", [True, False])
 def test_same_size_edit_with_restored_mtime_is_modified(
-    tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
+    opts: TrackerOptions, tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
 ) -> None:
-    monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
+    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
     path = write(tmp_path, "f.txt", "aaaa\n")
     st = os.stat(path)
-    before = take_snapshot(tmp_path)  # not racy: only the stat key can reveal the edit
+    before = take_snapshot(tmp_path, opts)  # not racy: only the stat key can reveal the edit
     path.write_bytes(b"bbbb\n")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     after = os.stat(path)
     assert (after.st_size, after.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
-    assert diff(before) == changes(modified=["f.txt"])
+    assert diff(before, opts) == changes(modified=["f.txt"])
 
 
-@both_ways
 @pytest.mark.parametrize("dir_trusted", [True, False])
-def test_racy_file_is_rehashed_even_with_identical_stat_key(tmp_path: Path, dir_trusted: bool) -> None:
+def test_racy_file_is_rehashed_even_with_identical_stat_key(
+    opts: TrackerOptions, tmp_path: Path, dir_trusted: bool
+) -> None:
     write(tmp_path, "f.txt", "aaaa\n")
-    before = take_snapshot(tmp_path)  # written just now: racily clean
+    before = take_snapshot(tmp_path, opts)  # written just now: racily clean
     write(tmp_path, "f.txt", "bbbb\n")
     pretend_stat_unchanged(before, "f.txt")
     if dir_trusted:  # as if the directory were old: its listing is skipped, the racy file still re-hashed
         st = os.stat(tmp_path)
-        before._dirs[""].stat = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    assert diff(before) == changes(modified=["f.txt"])
+        set_dir_stat(before, "", (st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    assert diff(before, opts) == changes(modified=["f.txt"])
 
 
-@both_ways
-def test_settled_file_with_identical_stat_key_takes_fast_path(tmp_path: Path, settled: None) -> None:
+def test_settled_file_with_identical_stat_key_takes_fast_path(
+    opts: TrackerOptions, tmp_path: Path, settled: None
+) -> None:
     # Control for the test above: proves the fast path exists (diff does not re-hash everything) and that
     # the racy rule is what catches the edit there.
     write(tmp_path, "f.txt", "aaaa\n")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "f.txt", "bbbb\n")
     pretend_stat_unchanged(before, "f.txt")
-    assert diff(before) == changes()
+    assert diff(before, opts) == changes()
 
 
-@both_ways
-def test_racy_double_write_around_snapshot_is_detected(tmp_path: Path) -> None:
+def test_racy_double_write_around_snapshot_is_detected(opts: TrackerOptions, tmp_path: Path) -> None:
     path = tmp_path / "f.txt"
     for i in range(20):
         path.write_bytes(b"A%03d" % i)
-        before = take_snapshot(tmp_path)
+        before = take_snapshot(tmp_path, opts)
         with open(path, "r+b") as fh:  # same inode, same size, within the same timestamp tick if coarse
             fh.write(b"B%03d" % i)
-        assert diff(before) == changes(modified=["f.txt"]), i
+        assert diff(before, opts) == changes(modified=["f.txt"]), i
 
 
-@both_ways
-def test_file_in_new_directory_and_deleted_directory(tmp_path: Path) -> None:
+def test_file_in_new_directory_and_deleted_directory(opts: TrackerOptions, tmp_path: Path) -> None:
     for rel in ("old/a.txt", "old/sub/b.txt", "old/sub/deeper/c.txt", "stay.txt"):
         write(tmp_path, rel)
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "new/dir/deep/file.py", "print(1)\n")
     write(tmp_path, "new/top.txt")
 
     shutil.rmtree(tmp_path / "old")
-    assert diff(before) == changes(
+    assert diff(before, opts) == changes(
         created=["new/dir/deep/file.py", "new/top.txt"],
         deleted=["old/a.txt", "old/sub/b.txt", "old/sub/deeper/c.txt"],
     )
 
 
-@both_ways
-def test_file_replaced_by_directory_and_back(tmp_path: Path) -> None:
+def test_file_replaced_by_directory_and_back(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "x")
     write(tmp_path, "d/inner.txt")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     (tmp_path / "x").unlink()
     write(tmp_path, "x/child.txt")
     (tmp_path / "d" / "inner.txt").unlink()
     (tmp_path / "d").rmdir()
     write(tmp_path, "d", "now a file\n")
-    assert diff(before) == changes(created=["d", "x/child.txt"], deleted=["d/inner.txt", "x"])
+    assert diff(before, opts) == changes(created=["d", "x/child.txt"], deleted=["d/inner.txt", "x"])
 
 
-@both_ways
-def test_empty_files(tmp_path: Path) -> None:
+def test_empty_files(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "was_empty.txt", b"")
     write(tmp_path, "stays_empty.txt", b"")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "new_empty.txt", b"")
     write(tmp_path, "was_empty.txt", "now text\n")
     write(tmp_path, "stays_empty.txt", b"")
-    result = diff(before)
+    result = diff(before, opts)
     assert result == changes(created=["new_empty.txt"], modified=["was_empty.txt"])
     report = collect_contents(tmp_path, result.created + result.modified)
     assert report.file_contents == {"new_empty.txt": "", "was_empty.txt": "now text\n"}
     assert report.truncated == [] and report.binary_files == []
 
 
-@both_ways
-def test_unicode_filenames(tmp_path: Path) -> None:
+def test_unicode_filenames(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "café/naïve.txt", "1\n")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "café/naïve.txt", "2\n")
     write(tmp_path, "日本語/ファイル.md", "# こんにちは\n")
     write(tmp_path, "emoji_🚀.txt", "🚀\n")
-    result = diff(before)
+    result = diff(before, opts)
     assert result == changes(created=["emoji_🚀.txt", "日本語/ファイル.md"], modified=["café/naïve.txt"])
     report = collect_contents(tmp_path, result.created + result.modified)
     assert report.file_contents["日本語/ファイル.md"] == "# こんにちは\n"
     assert report.file_contents["emoji_🚀.txt"] == "🚀\n"
 
 
-@both_ways
-def test_excluded_heavy_directories(tmp_path: Path) -> None:
+def test_excluded_heavy_directories(opts: TrackerOptions, tmp_path: Path) -> None:
     assert {".git", "node_modules", ".venv", "__pycache__", ".tox", ".nox", ".jj"} <= DEFAULT_EXCLUDED_DIRS
     write(tmp_path, "app.py")
-    before = take_snapshot(tmp_path, TrackerOptions(extra_excluded_dirs=frozenset({"target"})))
+    before = take_snapshot(tmp_path, replace(opts, extra_excluded_dirs=frozenset({"target"})))
     assert len(before) == 1
     for rel in (
         "node_modules/left-pad/index.js",
@@ -233,38 +229,36 @@ def test_excluded_heavy_directories(tmp_path: Path) -> None:
     ):
         write(tmp_path, rel)
     write(tmp_path, "pkg/m.py")
-    assert diff(before, TrackerOptions(extra_excluded_dirs=frozenset({"target"}))) == changes(
+    assert diff(before, replace(opts, extra_excluded_dirs=frozenset({"target"}))) == changes(
         created=["pkg/m.py"]
     )
 
 
-@both_ways
-def test_fifo_is_skipped_without_blocking(tmp_path: Path) -> None:
+def test_fifo_is_skipped_without_blocking(opts: TrackerOptions, tmp_path: Path) -> None:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs")
     write(tmp_path, "a.txt")
     os.mkfifo(tmp_path / "old_pipe")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     assert len(before) == 1
     os.mkfifo(tmp_path / "pipe")
     write(tmp_path, "b.txt")
-    assert diff(before) == changes(created=["b.txt"])
+    assert diff(before, opts) == changes(created=["b.txt"])
     assert collect_contents(tmp_path, ["pipe", "b.txt"]).file_contents == {"b.txt": "x\n"}
 
 
 # ------------------------------------------------------------------------------------------------ symlinks
 
 
-@both_ways
 @posix_only
-def test_symlink_to_outside_file_is_reported_but_never_read(tmp_path: Path) -> None:
+def test_symlink_to_outside_file_is_reported_but_never_read(opts: TrackerOptions, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     root.mkdir()
     outside = write(tmp_path, "outside/secret_data.txt", "TOP-SECRET-OUTSIDE-CONTENT\n")
     write(root, "a.txt")
-    before = take_snapshot(root)
+    before = take_snapshot(root, opts)
     os.symlink(outside, root / "link.txt")
-    result = diff(before)
+    result = diff(before, opts)
     assert result == changes(created=["link.txt"])
     report = collect_contents(root, result.created)
     assert report.binary_files == ["link.txt"]
@@ -272,64 +266,60 @@ def test_symlink_to_outside_file_is_reported_but_never_read(tmp_path: Path) -> N
     assert "TOP-SECRET-OUTSIDE-CONTENT" not in repr(report)
 
 
-@both_ways
 @posix_only
-def test_symlink_retarget_and_type_change_are_modifications(tmp_path: Path) -> None:
+def test_symlink_retarget_and_type_change_are_modifications(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "t1.txt", "one\n")
     write(tmp_path, "t2.txt", "two\n")
     write(tmp_path, "plain.txt", "t1.txt")  # same bytes as the link target path
     os.symlink("t1.txt", tmp_path / "link")
     os.symlink("t1.txt", tmp_path / "stable")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     (tmp_path / "link").unlink()
     os.symlink("t2.txt", tmp_path / "link")
     (tmp_path / "plain.txt").unlink()
     os.symlink("t1.txt", tmp_path / "plain.txt")  # file -> symlink, even with matching "content"
     write(tmp_path, "t1.txt", "changed target\n")  # a link is not modified when its target is
-    assert diff(before) == changes(modified=["link", "plain.txt", "t1.txt"])
+    assert diff(before, opts) == changes(modified=["link", "plain.txt", "t1.txt"])
 
 
-@both_ways
 @posix_only
-def test_symlinked_directory_is_not_followed(tmp_path: Path) -> None:
+def test_symlinked_directory_is_not_followed(opts: TrackerOptions, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     write(root, "a.txt")
     target = tmp_path / "elsewhere"
     write(target, "inner.txt", "OUTSIDE-DIR-CONTENT\n")
-    before = take_snapshot(root)
+    before = take_snapshot(root, opts)
     os.symlink(target, root / "linkdir")
     write(target, "added_later.txt")
-    result = diff(before)
+    result = diff(before, opts)
     assert result == changes(created=["linkdir"])
     report = collect_contents(root, ["linkdir", "linkdir/inner.txt"])
     assert report.binary_files == ["linkdir", "linkdir/inner.txt"]
     assert "OUTSIDE-DIR-CONTENT" not in repr(report)
 
 
-@both_ways
 @posix_only
-def test_snapshot_does_not_descend_symlinked_directory(tmp_path: Path) -> None:
+def test_snapshot_does_not_descend_symlinked_directory(opts: TrackerOptions, tmp_path: Path) -> None:
     root = tmp_path / "ws"
     write(tmp_path, "elsewhere/inner.txt")
     write(root, "a.txt")
     os.symlink(tmp_path / "elsewhere", root / "linkdir")
-    before = take_snapshot(root)
+    before = take_snapshot(root, opts)
     assert len(before) == 2  # a.txt and the link itself
     write(tmp_path, "elsewhere/inner.txt", "changed\n")
-    assert diff(before) == changes()
+    assert diff(before, opts) == changes()
 
 
 # ------------------------------------------------------------------------------------------------ gitignore
 
 
-@both_ways
-def test_gitignore_root_nested_negation_and_info_exclude(tmp_path: Path) -> None:
+def test_gitignore_root_nested_negation_and_info_exclude(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "*.log\nbuild/\n/root_only.txt\n!keep.log\n")
     write(tmp_path, ".git/info/exclude", "# local excludes\nscratch/\n")
     write(tmp_path, "sub/.gitignore", "*.tmp\n!important.log\n/anchored.txt\n")
     write(tmp_path, "sub/inner/.gitignore", "!*.tmp\n")
     write(tmp_path, "README.md")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     assert len(before) == 4  # .gitignore, sub/.gitignore, sub/inner/.gitignore, README.md
     new = [
         "app.log",  # ignored (root)
@@ -349,7 +339,7 @@ def test_gitignore_root_nested_negation_and_info_exclude(tmp_path: Path) -> None
     ]
     for rel in new:
         write(tmp_path, rel)
-    assert diff(before) == changes(
+    assert diff(before, opts) == changes(
         created=[
             "a.tmp",
             "keep.log",
@@ -361,56 +351,56 @@ def test_gitignore_root_nested_negation_and_info_exclude(tmp_path: Path) -> None
     )
 
 
-@both_ways
-def test_gitignore_cannot_reinclude_below_ignored_directory(tmp_path: Path) -> None:
+def test_gitignore_cannot_reinclude_below_ignored_directory(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "logs/\n!logs/keep.txt\n")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "logs/keep.txt")  # git cannot re-include a file whose parent directory is excluded
     write(tmp_path, "logs/.gitignore", "!keep.txt\n")
-    assert diff(before) == changes()
+    assert diff(before, opts) == changes()
 
 
-@both_ways
-def test_gitignore_ignored_files_in_snapshot_are_not_tracked(tmp_path: Path) -> None:
+def test_gitignore_ignored_files_in_snapshot_are_not_tracked(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, ".gitignore", "dist/\n*.pyc\n")
     write(tmp_path, "dist/bundle.js", "v1")
     write(tmp_path, "m.pyc", "v1")
     write(tmp_path, "m.py")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     assert len(before) == 2
     write(tmp_path, "dist/bundle.js", "v2")
     write(tmp_path, "dist/new.js", "v2")
     write(tmp_path, "m.pyc", "v2")
     (tmp_path / "m.py").unlink()
-    assert diff(before) == changes(deleted=["m.py"])
+    assert diff(before, opts) == changes(deleted=["m.py"])
 
 
-@both_ways
-def test_gitignore_respected_without_git_repo_and_can_be_disabled(tmp_path: Path) -> None:
+def test_gitignore_respected_without_git_repo_and_can_be_disabled(
+    opts: TrackerOptions, tmp_path: Path
+) -> None:
     write(tmp_path, ".gitignore", "*.log\n")
-    before = take_snapshot(tmp_path, TrackerOptions(respect_gitignore=False))
+    before = take_snapshot(tmp_path, replace(opts, respect_gitignore=False))
     write(tmp_path, "a.log")
-    assert diff(before, TrackerOptions(respect_gitignore=False)) == changes(created=["a.log"])
-    before = take_snapshot(tmp_path)
+    assert diff(before, replace(opts, respect_gitignore=False)) == changes(created=["a.log"])
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, "b.log")
-    assert diff(before) == changes()
+    assert diff(before, opts) == changes()
 
 
-@both_ways
-def test_gitignore_edited_during_turn(tmp_path: Path) -> None:
+def test_gitignore_edited_during_turn(opts: TrackerOptions, tmp_path: Path) -> None:
     # Paths that existed at snapshot time keep their classification; new paths follow the new rules.
     write(tmp_path, ".gitignore", "*.log\n")
     write(tmp_path, "app.txt", "1")
     write(tmp_path, "old.log", "1")
     write(tmp_path, "sub/data.txt", "1")
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, opts)
     write(tmp_path, ".gitignore", "*.txt\n")
     write(tmp_path, "sub/.gitignore", "*.csv\n")
     write(tmp_path, "app.txt", "2")  # now matches an ignore pattern, but was tracked: still reported
     write(tmp_path, "new.txt")  # new and ignored by the new rules
     write(tmp_path, "sub/new.csv")  # ignored by the new nested file
     write(tmp_path, "new.log")  # no longer ignored
-    assert diff(before) == changes(created=["new.log", "sub/.gitignore"], modified=[".gitignore", "app.txt"])
+    assert diff(before, opts) == changes(
+        created=["new.log", "sub/.gitignore"], modified=[".gitignore", "app.txt"]
+    )
 
 
 def test_ignore_rules_is_ignored(tmp_path: Path) -> None:
@@ -505,7 +495,7 @@ def test_secret_files_listed_without_content(tmp_path: Path, monkeypatch: pytest
         opened.append(os.fspath(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(tracker.os, "open", spy)
+    monkeypatch.setattr(_contents.os, "open", spy)
     report = collect_contents(tmp_path, [".env", "deploy/server.pem", ".env.example"])
     assert report.secret_files == [".env", "deploy/server.pem"]
     assert report.file_contents == {".env.example": "API_KEY=\n"}
@@ -580,7 +570,7 @@ def test_large_file_reads_only_a_head(tmp_path: Path, monkeypatch: pytest.Monkey
         read_sizes.append(len(data))
         return data
 
-    monkeypatch.setattr(tracker.os, "read", spy)
+    monkeypatch.setattr(_contents.os, "read", spy)
     report = collect_contents(tmp_path, ["huge.txt"], TrackerOptions(max_file_chars=1000))
     assert report.file_contents["huge.txt"] == "z" * 1000
     assert report.truncated == [TruncatedItem("huge.txt", "file_too_large", size, 1000)]
@@ -634,35 +624,70 @@ def _churn(root: Path) -> Changes:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_parallel_diff_matches_serial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")  # the forked helper is part of the full walk
     _busy_tree(tmp_path)
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, UNWATCHED)  # the forked helper is part of the full walk
     expected = _churn(tmp_path)
-    assert tracker.diff(before) == expected  # serial: below PARALLEL_MIN_FILES
+    assert not _parallel.parallel_ok(before, UNWATCHED)
+    assert tracker.diff(before, UNWATCHED) == expected  # serial: below PARALLEL_MIN_FILES
     forks: list[object] = []
-    real_fork_walk = tracker._fork_walk
+    real_fork_walk = _parallel._fork_walk
 
     def spy(walk, items):
         result = real_fork_walk(walk, items)
         forks.append(result)
         return result
 
-    monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
-    monkeypatch.setattr(tracker, "_fork_walk", spy)
-    assert tracker.diff(before) == expected
+    monkeypatch.setattr(_parallel, "_fork_walk", spy)
+    assert _parallel.walk_full(before, UNWATCHED, forked=True) == expected
     assert len(forks) == 1 and forks[0] is not None
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_parallel_diff_falls_back_when_child_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
     _busy_tree(tmp_path)
-    before = take_snapshot(tmp_path)
+    before = take_snapshot(tmp_path, UNWATCHED)
     expected = _churn(tmp_path)
-    monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
-    real_join = tracker._join_child
-    monkeypatch.setattr(tracker, "_join_child", lambda child: (real_join(child), None)[1])
-    assert diff(before) == expected
+    joined: list[object] = []
+    real_join = _parallel._join_child
+    monkeypatch.setattr(_parallel, "_join_child", lambda child: joined.append(real_join(child)))
+    assert _parallel.walk_full(before, UNWATCHED, forked=True) == expected
+    assert len(joined) == 1 and joined[0] is not None  # the child did answer; its findings were dropped
+    assert diff(before, UNWATCHED) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_option_off_walks_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parallel, "PARALLEL_MIN_FILES", 1)  # any tree is big enough
+    _busy_tree(tmp_path)
+    before = take_snapshot(tmp_path, UNWATCHED)
+    expected = _churn(tmp_path)
+    forks: list[object] = []
+    real_fork_walk = _parallel._fork_walk
+
+    def spy(walk, items):
+        forks.append(real_fork_walk(walk, items))
+        return forks[-1]
+
+    monkeypatch.setattr(_parallel, "_fork_walk", spy)
+    no_fork = replace(UNWATCHED, fork=False)
+    assert not _parallel.parallel_ok(before, no_fork)
+    assert diff(before, no_fork) == expected
+    assert forks == []
+    if sys.platform.startswith("linux") and len(os.sched_getaffinity(0)) >= 2:  # control: it would fork
+        assert _parallel.parallel_ok(before, UNWATCHED)
+        assert tracker.diff(before, UNWATCHED) == expected
+        assert len(forks) == 1 and forks[0] is not None
+
+
+def test_watch_option_off_walks_the_whole_tree_and_says_why(tmp_path: Path) -> None:
+    write(tmp_path, "a.txt")
+    with tracker.take_snapshot(tmp_path, UNWATCHED) as before:
+        assert not before.watching and before.watcher is None
+        assert "KIMI_MCP_TRACKER_WATCH" in (before.unwatched_reason or "")
+        write(tmp_path, "b.txt")
+        result = tracker.diff(before, UNWATCHED)
+        assert result == changes(created=["b.txt"])
+        assert result.method == "full" and result.reason == before.unwatched_reason
 
 
 # ------------------------------------------------------------------------------- unchanged-directory path
@@ -686,36 +711,33 @@ def test_unchanged_directories_are_not_listed(
     for rel in ("d1/edit.txt", "d1/same.txt", "d1/keep.txt", "d2/gone.txt", "d3/a.txt", "d4/b.txt"):
         write(tmp_path, rel, "one\n" if rel.endswith("edit.txt") else "same\n")
     write(tmp_path, "d5/deep/er/f.txt")
-    monkeypatch.setattr(tracker, "TRUST_DIR_STAT", trust_dir_stat)
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")  # the full walk's own shortcut (see test_tracker_watch)
-    before = take_snapshot(tmp_path)
+    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
+    before = take_snapshot(tmp_path, UNWATCHED)  # the full walk's own shortcut (see test_tracker_watch)
     expected = _scenario(tmp_path)
     fast: list[str] = []
-    real = tracker._DiffWalk._scan_unchanged_dir
+    real = _walk.DiffWalk._scan_unchanged_dir
 
     def spy(self, dir_fd, rel, old, stack):
         fast.append(rel)
         return real(self, dir_fd, rel, old, stack)
 
-    monkeypatch.setattr(tracker._DiffWalk, "_scan_unchanged_dir", spy)
-    assert tracker.diff(before) == expected
+    monkeypatch.setattr(_walk.DiffWalk, "_scan_unchanged_dir", spy)
+    assert tracker.diff(before, UNWATCHED) == expected
     if trust_dir_stat:
         assert sorted(fast) == ["", "d1", "d5", "d5/deep", "d5/deep/er"]
     else:
         assert fast == []
 
 
-@both_ways
-def test_racy_directory_is_always_listed(tmp_path: Path) -> None:
+def test_racy_directory_is_always_listed(opts: TrackerOptions, tmp_path: Path) -> None:
     write(tmp_path, "d/a.txt")
-    before = take_snapshot(tmp_path)  # d was just created: its stat is not trusted
-    assert before._dirs["d"].stat is None
+    before = take_snapshot(tmp_path, opts)  # d was just created: its stat is not trusted
+    assert before.tree.dirs["d"].stat is None
     write(tmp_path, "d/b.txt")
-    assert diff(before) == changes(created=["d/b.txt"])
+    assert diff(before, opts) == changes(created=["d/b.txt"])
 
 
-@both_ways
-def test_very_deep_tree(tmp_path: Path) -> None:
+def test_very_deep_tree(opts: TrackerOptions, tmp_path: Path) -> None:
     levels = [tmp_path]
     try:
         for _ in range(1100):  # deeper than the recursion limit (os.makedirs itself would recurse)
@@ -724,10 +746,10 @@ def test_very_deep_tree(tmp_path: Path) -> None:
         deep = levels[-1].relative_to(tmp_path).as_posix()
         write(tmp_path, ".gitignore", "*.tmp\n")
         write(tmp_path, f"{deep}/a.txt")
-        before = take_snapshot(tmp_path)
+        before = take_snapshot(tmp_path, opts)
         write(tmp_path, f"{deep}/b.txt")
         write(tmp_path, f"{deep}/c.tmp")
-        assert diff(before) == changes(created=[f"{deep}/b.txt"])
+        assert diff(before, opts) == changes(created=[f"{deep}/b.txt"])
     finally:  # shutil.rmtree, and so pytest's tmp_path cleanup, recurses once per level
         for level in reversed(levels[1:]):
             for child in level.glob("*.*"):
@@ -747,6 +769,6 @@ def test_hung_fork_child_is_killed_and_reaped() -> None:
         _time.sleep(60)
         os._exit(0)
     os.close(write_fd)
-    assert tracker._join_child((pid, read_fd), timeout=0.5) is None  # (a hang would trip pytest-timeout)
+    assert _parallel._join_child((pid, read_fd), timeout=0.5) is None  # (a hang would trip pytest-timeout)
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # already reaped by _join_child

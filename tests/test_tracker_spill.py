@@ -15,19 +15,17 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from tracker_helpers import DEFAULTS, changes, write
+from tracker_helpers import DEFAULTS, changes, recorded, write
 from xxhash import xxh3_64_intdigest
 
-from kimi_mcp import _spill, tracker
-from kimi_mcp.tracker import Changes, Snapshot
+from kimi_mcp import tracker
+from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions, _parallel, _snapshot, _spill
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and inotify: Linux")
 
 
-@pytest.fixture(autouse=True)
-def _defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KIMI_MCP_TRACKER_WATCH", raising=False)
-    monkeypatch.delenv("KIMI_MCP_TRACKER_SPILL", raising=False)
+IN_MEMORY = TrackerOptions(spill=False)
+UNWATCHED = TrackerOptions(watch=False)
 
 
 @pytest.fixture
@@ -52,11 +50,11 @@ def small_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_spill, "FLUSH_BYTES", 256)
 
 
-def check(before: Snapshot, expected: Changes, method: str) -> None:
-    result = tracker.diff(before, DEFAULTS)
+def check(before: Snapshot, expected: Changes, method: str, options: TrackerOptions = DEFAULTS) -> None:
+    result = tracker.diff(before, options)
     assert result == expected
     assert result.method == method, result.reason
-    assert tracker._diff_full(before, DEFAULTS) == expected
+    assert _parallel.walk_full(before, options) == expected
 
 
 def _open_fds() -> set[str]:
@@ -148,9 +146,7 @@ def test_records_round_trip_through_an_unnamed_close_on_exec_file(
         records.read(0, 1)
 
 
-def test_snapshot_records_are_those_kept_in_memory(
-    ws: Path, spill_dir: Path, settled: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_snapshot_records_are_those_kept_in_memory(ws: Path, spill_dir: Path, settled: None) -> None:
     """The same tree snapshotted with its records spilled and in memory: identical records."""
     _tree(ws)
     undecodable = os.fsencode(ws) + b"/pkg1/caf\xe9.txt"  # not UTF-8: a lone surrogate in the name
@@ -158,28 +154,24 @@ def test_snapshot_records_are_those_kept_in_memory(
         fh.write(b"latin-1\n")
     write(ws, "pkg1/naïve ☃.txt", "unicode\n")
     write(ws, "pkg1/new\nline.txt", "newline\n")
-    with tracker.take_snapshot(ws) as spilled:
-        monkeypatch.setenv("KIMI_MCP_TRACKER_SPILL", "0")
-        with tracker.take_snapshot(ws) as kept:
-            assert spilled._records.on_disk and not kept._records.on_disk
-            assert "KIMI_MCP_TRACKER_SPILL=0" in (kept._records.reason or "")
-            assert (
-                len(spilled) == len(kept) == 40 * 6 + 6
-            )  # + .gitignore, top.txt, link and the three odd names
-            assert spilled._dirs.keys() == kept._dirs.keys()
-            for rel, record in spilled._dirs.items():
-                ours, theirs = spilled._load(rel, record), kept._load(rel, kept._dirs[rel])
-                for name in _FIELDS:
-                    assert list(getattr(ours, name)) == list(getattr(theirs, name)), (rel, name)
-                assert record.stat == kept._dirs[rel].stat is not None
+    with tracker.take_snapshot(ws) as spilled, tracker.take_snapshot(ws, IN_MEMORY) as kept:
+        assert spilled.tree.records.on_disk and not kept.tree.records.on_disk
+        assert "KIMI_MCP_TRACKER_SPILL" in (kept.tree.records.reason or "")
+        assert len(spilled) == len(kept) == 40 * 6 + 6  # + .gitignore, top.txt, link and the three odd names
+        assert spilled.tree.dirs.keys() == kept.tree.dirs.keys()
+        for rel, record in spilled.tree.dirs.items():
+            ours, theirs = spilled.tree.load(rel, record), kept.tree.load(rel, kept.tree.dirs[rel])
+            for name in _FIELDS:
+                assert list(getattr(ours, name)) == list(getattr(theirs, name)), (rel, name)
+            assert record.stat == kept.tree.dirs[rel].stat is not None
     name = os.fsdecode(b"caf\xe9.txt")
-    record = spilled._file(f"pkg1/{name}")
+    record = recorded(spilled, f"pkg1/{name}")
     st = os.lstat(undecodable)
     assert record == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, xxh3_64_intdigest(b"latin-1\n"))
-    assert spilled._file("link").ident == -1 - xxh3_64_intdigest(b"top.txt")
-    assert spilled._load("pkg0", spilled._dirs["pkg0"]).ign_files == {"debug.log"}
-    assert spilled._load("", spilled._dirs[""]).ign_dirs == {"build"}
-    assert spilled._dirs["empty"].block == (0, 0, 0)  # nothing to record: no block
+    assert recorded(spilled, "link").ident == -1 - xxh3_64_intdigest(b"top.txt")
+    assert spilled.tree.load("pkg0", spilled.tree.dirs["pkg0"]).ign_files == {"debug.log"}
+    assert spilled.tree.load("", spilled.tree.dirs[""]).ign_dirs == {"build"}
+    assert spilled.tree.dirs["empty"].block == (0, 0, 0)  # nothing to record: no block
     write(ws, f"pkg1/{name}", "edited\n")
     write(ws, "pkg1/new\nline.txt", "edited\n")
     check(spilled, changes(modified=[f"pkg1/{name}", "pkg1/new\nline.txt"]), "full")
@@ -194,7 +186,7 @@ def test_snapshot_holds_no_descriptor_and_leaves_nothing_behind(ws: Path, spill_
     gc.collect()
     fds = _open_fds()
     before = tracker.take_snapshot(ws)
-    assert before._records.on_disk
+    assert before.tree.records.on_disk
     assert len(_open_fds() - fds) == 3  # only the watcher's: inotify and its wake-up pipe
     assert len(_maps_mentioning(str(spill_dir))) == 1 and os.listdir(spill_dir) == []
     assert sorted(os.listdir(ws)) == entries
@@ -225,7 +217,7 @@ def test_failed_snapshot_releases_its_file(
     _tree(ws)
     gc.collect()
     fds = _open_fds()
-    real = tracker._snapshot_dir
+    real = _snapshot._snapshot_dir
     listed: list[str] = []
 
     def fail_late(dir_fd, rel, *args):
@@ -234,7 +226,7 @@ def test_failed_snapshot_releases_its_file(
             raise RuntimeError("bug")
         real(dir_fd, rel, *args)
 
-    monkeypatch.setattr(tracker, "_snapshot_dir", fail_late)
+    monkeypatch.setattr(_snapshot, "_snapshot_dir", fail_late)
     with pytest.raises(RuntimeError):
         tracker.take_snapshot(ws)
     assert _open_fds() == fds and _maps_mentioning(str(spill_dir)) == []
@@ -244,16 +236,16 @@ def test_reading_records_does_not_grow_the_resident_set(
     ws: Path, spill_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _tree(ws, dirs=60, per_dir=60)  # ~180 kB of records
-    monkeypatch.setenv("KIMI_MCP_TRACKER_FORK", "0")
-    with tracker.take_snapshot(ws) as before:
-        addr = before._records._addr
+    no_fork = TrackerOptions(fork=False)
+    with tracker.take_snapshot(ws, no_fork) as before:
+        addr = before.tree.records._addr
         assert addr and _mapping_rss_kb(addr) == 0
-        check(before, changes(), "watched")
-        tracker._diff_full(before, DEFAULTS)  # reads every block
+        check(before, changes(), "watched", no_fork)
+        _parallel.walk_full(before, no_fork)  # reads every block
         assert _mapping_rss_kb(addr) == 0
         # Control: without dropping the pages, the same reads would stay resident.
         monkeypatch.setattr(_spill, "_evict", lambda addr, size: None)
-        tracker._diff_full(before, DEFAULTS)
+        _parallel.walk_full(before, no_fork)
         assert _mapping_rss_kb(addr) > 0
 
 
@@ -308,12 +300,12 @@ UNUSABLE = {
 }
 
 
-@pytest.mark.parametrize("watch", ["1", "0"])
+@pytest.mark.parametrize("watch", [True, False], ids=["watched", "full"])
 @pytest.mark.parametrize("case", sorted(UNUSABLE))
 def test_unusable_temporary_directory_keeps_records_in_memory(
-    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch, case: str, watch: str
+    tmp_path: Path, ws: Path, monkeypatch: pytest.MonkeyPatch, case: str, watch: bool
 ) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", watch)
+    options = TrackerOptions(watch=watch)
     _tree(ws)
     directory, why = UNUSABLE[case](tmp_path, ws, monkeypatch)
     monkeypatch.setattr(tempfile, "tempdir", directory)
@@ -321,19 +313,21 @@ def test_unusable_temporary_directory_keeps_records_in_memory(
     monkeypatch.setattr(_spill.log, "debug", lambda msg, *args: logged.append(msg % args))
     gc.collect()
     fds = _open_fds()
-    with tracker.take_snapshot(ws) as before:
-        assert not before._records.on_disk and why in (before._records.reason or "")
+    with tracker.take_snapshot(ws, options) as before:
+        assert not before.tree.records.on_disk and why in (before.tree.records.reason or "")
         assert logged and why in logged[0]
-        check(before, _churn(ws), "watched" if watch == "1" else "full")
+        check(before, _churn(ws), "watched" if watch else "full", options)
     assert _open_fds() == fds
 
 
-def test_disabled_by_environment(ws: Path, spill_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_SPILL", "0")
+def test_disabled_by_the_spill_option(ws: Path, spill_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logged: list[str] = []
+    monkeypatch.setattr(_spill.log, "debug", lambda msg, *args: logged.append(msg % args))
     _tree(ws)
-    with tracker.take_snapshot(ws) as before:
-        assert not before._records.on_disk and _maps_mentioning(str(spill_dir)) == []
-        check(before, _churn(ws), "watched")
+    with tracker.take_snapshot(ws, IN_MEMORY) as before:
+        assert not before.tree.records.on_disk and _maps_mentioning(str(spill_dir)) == []
+        assert "KIMI_MCP_TRACKER_SPILL" in (before.tree.records.reason or "") and logged
+        check(before, _churn(ws), "watched", IN_MEMORY)
 
 
 @pytest.mark.parametrize("partial", [False, True], ids=["enospc", "short_write_then_enospc"])
@@ -359,7 +353,7 @@ def test_disk_full_while_snapshotting_keeps_records_in_memory(
     fds = _open_fds()
     with tracker.take_snapshot(ws) as before:
         assert len(calls) == 4
-        assert not before._records.on_disk and "No space left" in (before._records.reason or "")
+        assert not before.tree.records.on_disk and "No space left" in (before.tree.records.reason or "")
         assert _maps_mentioning(str(spill_dir)) == []
         check(before, _churn(ws), "watched")
     assert _open_fds() == fds
@@ -376,14 +370,14 @@ def test_mapping_failure_keeps_records_in_memory(
     gc.collect()
     fds = _open_fds()
     with tracker.take_snapshot(ws) as before:
-        assert not before._records.on_disk and "cannot be mapped" in (before._records.reason or "")
+        assert not before.tree.records.on_disk and "cannot be mapped" in (before.tree.records.reason or "")
         check(before, _churn(ws), "watched")
     assert _open_fds() == fds and _maps_mentioning(str(spill_dir)) == []
 
 
 def test_empty_tree(ws: Path, spill_dir: Path) -> None:
     with tracker.take_snapshot(ws) as before:
-        assert len(before) == 0 and not before._records.on_disk
+        assert len(before) == 0 and not before.tree.records.on_disk
         write(ws, "a.txt")
         check(before, changes(created=["a.txt"]), "watched")
 
@@ -391,16 +385,16 @@ def test_empty_tree(ws: Path, spill_dir: Path) -> None:
 # ------------------------------------------------------------------------------------- diffs
 
 
-@pytest.mark.parametrize("spill", ["1", "0"])
+@pytest.mark.parametrize("spill", [True, False], ids=["spilled", "in_memory"])
 def test_diff_with_many_dirty_directories(
-    ws: Path, spill_dir: Path, small_flushes: None, monkeypatch: pytest.MonkeyPatch, spill: str
+    ws: Path, spill_dir: Path, small_flushes: None, spill: bool
 ) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_SPILL", spill)
+    options = TrackerOptions(spill=spill)
     for d in range(300):
         for i in range(4):
             write(ws, f"top{d % 7}/d{d}/f{i}.txt", f"{d}/{i}\n")
-    with tracker.take_snapshot(ws) as before:
-        assert before._records.on_disk == (spill == "1")
+    with tracker.take_snapshot(ws, options) as before:
+        assert before.tree.records.on_disk == spill
         created, modified, deleted = [], [], []
         for d in range(0, 300, 2):  # half the directories
             rel = f"top{d % 7}/d{d}"
@@ -413,55 +407,52 @@ def test_diff_with_many_dirty_directories(
                 write(ws, f"{rel}/new.txt")
                 write(ws, f"{rel}/sub/new.txt")
                 created += [f"{rel}/new.txt", f"{rel}/sub/new.txt"]
-        check(before, changes(created, modified, deleted), "watched")
+        check(before, changes(created, modified, deleted), "watched", options)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_forked_helper_reads_the_mapped_records(
     ws: Path, spill_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
     _tree(ws, dirs=80)
     forks: list[object] = []
-    real_fork_walk = tracker._fork_walk
+    real_fork_walk = _parallel._fork_walk
 
     def spy(walk, items):
         forks.append(real_fork_walk(walk, items))
         return forks[-1]
 
-    monkeypatch.setattr(tracker, "_parallel_ok", lambda before: True)
-    monkeypatch.setattr(tracker, "_fork_walk", spy)
-    with tracker.take_snapshot(ws) as before:
-        assert before._records.on_disk
+    monkeypatch.setattr(_parallel, "_fork_walk", spy)
+    with tracker.take_snapshot(ws, UNWATCHED) as before:
+        assert before.tree.records.on_disk
         expected = _churn(ws)
-        assert tracker.diff(before) == expected
+        assert _parallel.walk_full(before, UNWATCHED, forked=True) == expected
+        assert tracker.diff(before, UNWATCHED) == expected  # (too small to fork by itself)
     assert len(forks) == 1 and forks[0] is not None
 
 
-def test_corrupted_records_are_an_error_not_a_wrong_diff(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_SPILL", "0")
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
+def test_corrupted_records_are_an_error_not_a_wrong_diff(ws: Path) -> None:
+    options = TrackerOptions(spill=False, watch=False)
     _tree(ws)
-    with tracker.take_snapshot(ws) as before:
-        offset, length, _ = before._dirs["pkg1/mod1"].block
-        before._records._data[offset + length - 1] ^= 0xFF
+    with tracker.take_snapshot(ws, options) as before:
+        offset, length, _ = before.tree.dirs["pkg1/mod1"].block
+        before.tree.records._data[offset + length - 1] ^= 0xFF
         with pytest.raises(OSError, match="pkg1/mod1") as info:
-            tracker.diff(before)
+            tracker.diff(before, options)
         assert info.value.errno == errno.EIO
 
 
-def test_in_memory_part_is_small(ws: Path, spill_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_memory_part_is_small(ws: Path, spill_dir: Path) -> None:
     """The packed per-directory index is all a snapshot holds per directory: no per-file objects."""
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
     _tree(ws, dirs=50, per_dir=200)
-    tracker.take_snapshot(ws).close()  # first-use caches
+    tracker.take_snapshot(ws, UNWATCHED).close()  # first-use caches
     gc.collect()
     tracemalloc.start()
     try:
-        before = tracker.take_snapshot(ws)
+        before = tracker.take_snapshot(ws, UNWATCHED)
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert len(before) > 10_000 and before._records.on_disk
+    assert len(before) > 10_000 and before.tree.records.on_disk
     assert held / len(before) < 5, held  # ~61 bytes per file when the records are in memory
     before.close()

@@ -17,13 +17,14 @@ import threading
 import time
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from tracker_helpers import DEFAULTS, changes, write
 
-from kimi_mcp import _watch, tracker
-from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions
+from kimi_mcp import tracker
+from kimi_mcp.tracker import Changes, Snapshot, TrackerOptions, _parallel, _snapshot, _walk, _watch
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 
@@ -35,26 +36,21 @@ def sh(root: Path, script: str) -> None:
     subprocess.run(["sh", "-ec", script], cwd=root, check=True)
 
 
-@pytest.fixture(autouse=True)
-def _watching(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KIMI_MCP_TRACKER_WATCH", raising=False)
-
-
 @contextlib.contextmanager
 def scans() -> Iterator[list[str]]:
     """Record the directories ``diff`` scans."""
     seen: list[str] = []
-    real = tracker._DiffWalk.scan
+    real = _walk.DiffWalk.scan
 
-    def spy(self: tracker._DiffWalk, rel: str, stack: list[str]) -> None:
+    def spy(self: _walk.DiffWalk, rel: str, stack: list[str]) -> None:
         seen.append(rel)
         real(self, rel, stack)
 
-    tracker._DiffWalk.scan = spy  # type: ignore[method-assign]
+    _walk.DiffWalk.scan = spy  # type: ignore[method-assign]
     try:
         yield seen
     finally:
-        tracker._DiffWalk.scan = real  # type: ignore[method-assign]
+        _walk.DiffWalk.scan = real  # type: ignore[method-assign]
 
 
 def check(
@@ -72,7 +68,7 @@ def check(
         scanned.extend(seen)
     assert result == expected
     assert result.method == method, result.reason
-    assert tracker._diff_full(before, options) == expected
+    assert _parallel.walk_full(before, options) == expected
     return result
 
 
@@ -224,16 +220,14 @@ SCENARIOS: dict[str, Callable[[Path], Changes]] = {
 
 @pytest.mark.parametrize("watch", [True, False], ids=["watched", "full"])
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_scenario_same_result_watched_or_not(
-    tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, name: str, watch: bool
-) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "1" if watch else "0")
+def test_scenario_same_result_watched_or_not(tmp_path: Path, settled: None, name: str, watch: bool) -> None:
+    options = replace(EXCLUDE_TARGET, watch=watch)
     _tree(tmp_path)
-    with tracker.take_snapshot(tmp_path, EXCLUDE_TARGET) as before:
+    with tracker.take_snapshot(tmp_path, options) as before:
         assert before.watching is watch
         expected = SCENARIOS[name](tmp_path)
         scanned: list[str] = []
-        check(before, expected, "watched" if watch else "full", EXCLUDE_TARGET, scanned)
+        check(before, expected, "watched" if watch else "full", options, scanned)
         if watch:
             assert not any(rel.startswith("quiet") for rel in scanned)
 
@@ -264,7 +258,7 @@ def test_write_right_after_a_directory_was_listed_is_seen(
     """The watch is in place before the listing: a change in the window after it leaves an event."""
     path = write(tmp_path, "d/f.txt", "aaaa\n")
     st = path.stat()
-    real = tracker._snapshot_dir
+    real = _snapshot._snapshot_dir
 
     def then_edit(dir_fd, rel, *args):
         real(dir_fd, rel, *args)
@@ -272,9 +266,9 @@ def test_write_right_after_a_directory_was_listed_is_seen(
             path.write_bytes(b"bbbb\n")
             os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
-    monkeypatch.setattr(tracker, "_snapshot_dir", then_edit)
+    monkeypatch.setattr(_snapshot, "_snapshot_dir", then_edit)
     with tracker.take_snapshot(tmp_path) as before:
-        monkeypatch.setattr(tracker, "_snapshot_dir", real)
+        monkeypatch.setattr(_snapshot, "_snapshot_dir", real)
         check(before, changes(modified=["d/f.txt"]), "watched")
 
 
@@ -286,7 +280,7 @@ def test_hard_linked_file_written_through_its_other_name(tmp_path: Path, settled
     write(root, "e/plain.txt")
     os.link(root / "d/linked.txt", tmp_path / "outside.txt")
     with tracker.take_snapshot(root) as before:
-        assert before._rescan == {"d"}
+        assert before.tree.rescan == {"d"}
         with open(tmp_path / "outside.txt", "r+b") as fh:
             fh.write(b"bb")
         scanned: list[str] = []
@@ -300,7 +294,7 @@ def test_file_linked_after_the_snapshot_falls_back(tmp_path: Path, settled: None
     write(tmp_path, "a/f.txt", "aaaa\n")
     write(tmp_path, "b/g.txt")
     with tracker.take_snapshot(tmp_path) as before:
-        assert before._rescan == frozenset()
+        assert before.tree.rescan == frozenset()
         os.link(tmp_path / "a/f.txt", tmp_path / "b/f_link.txt")
         with open(tmp_path / "b/f_link.txt", "r+b") as fh:
             fh.write(b"bb")
@@ -323,7 +317,7 @@ def test_skipped_directory_is_walked_as_new(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(_watch.INotify, "add_watch", flaky)
     with tracker.take_snapshot(tmp_path) as before:
         monkeypatch.setattr(_watch.INotify, "add_watch", real)
-        assert before.watching and "p/q" not in before._dirs and before._rescan == {"p"}
+        assert before.watching and "p/q" not in before.tree.dirs and before.tree.rescan == {"p"}
         check(before, changes(created=["p/q/r.txt"]), "watched")
 
 
@@ -345,7 +339,7 @@ def test_queue_overflow_falls_back(tmp_path: Path) -> None:
     _tree(tmp_path)
     with tracker.take_snapshot(tmp_path) as before:
         expected = _create_modify_delete(tmp_path)
-        watcher = before._watch
+        watcher = before.watcher
         assert watcher is not None
         with watcher._lock:  # as the kernel reports it: wd -1, IN_Q_OVERFLOW
             watcher._note(struct.pack("iIII", -1, _watch._OVERFLOW, 0, 0))
@@ -375,7 +369,7 @@ def test_drain_thread_keeps_the_queue_from_overflowing(tmp_path: Path) -> None:
         pytest.skip("queue too large")
     write(tmp_path, "d/seed.txt")
     with tracker.take_snapshot(tmp_path) as before:
-        watcher = before._watch
+        watcher = before.watcher
         assert watcher is not None
         per_burst = limit // 6  # files; three events each: half a queue per burst
         names = []
@@ -446,14 +440,14 @@ def test_unreadable_dirty_directory_falls_back(tmp_path: Path, monkeypatch: pyte
     _tree(tmp_path)
     with tracker.take_snapshot(tmp_path) as before:
         write(tmp_path, "b/new.txt")
-        real = tracker._open_dir
+        real = _walk.open_dir
 
         def denied(root: str, rel: str) -> int:
             if rel == "b":
                 raise PermissionError(errno.EACCES, "denied")
             return real(root, rel)
 
-        monkeypatch.setattr(tracker, "_open_dir", denied)
+        monkeypatch.setattr(_walk, "open_dir", denied)
         result = check(before, changes(), "full")  # as the full walk reports it: nothing under b/
         assert "could not be read" in (result.reason or "")
 
@@ -473,7 +467,7 @@ def test_watch_limit_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_watch.INotify, "add_watch", limited)
     fds = _open_fds()
     before = tracker.take_snapshot(tmp_path)
-    assert not before.watching and "inotify_add_watch" in (before._unwatched or "")
+    assert not before.watching and "inotify_add_watch" in (before.unwatched_reason or "")
     assert _open_fds() == fds  # the instance was closed as soon as watching was given up
     result = check(before, _create_modify_delete(tmp_path), "full")
     assert "inotify_add_watch" in (result.reason or "")
@@ -484,7 +478,7 @@ def test_watch_budget_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     _tree(tmp_path)
     monkeypatch.setattr(_watch, "_watch_budget", lambda: 4)
     with tracker.take_snapshot(tmp_path) as before:
-        assert not before.watching and "directories to watch" in (before._unwatched or "")
+        assert not before.watching and "directories to watch" in (before.unwatched_reason or "")
         check(before, _create_modify_delete(tmp_path), "full")
 
 
@@ -495,7 +489,7 @@ def test_no_inotify_instance_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(_watch, "INotify", emfile)
     _tree(tmp_path)
     with tracker.take_snapshot(tmp_path) as before:
-        assert not before.watching and "inotify_init1" in (before._unwatched or "")
+        assert not before.watching and "inotify_init1" in (before.unwatched_reason or "")
         check(before, _create_modify_delete(tmp_path), "full")
 
 
@@ -513,18 +507,17 @@ def test_same_directory_twice_falls_back(tmp_path: Path, monkeypatch: pytest.Mon
     real = _watch.INotify.add_watch
     monkeypatch.setattr(_watch.INotify, "add_watch", lambda self, path, mask: real(self, tmp_path, mask))
     with tracker.take_snapshot(tmp_path) as before:
-        assert not before.watching and "same directory" in (before._unwatched or "")
+        assert not before.watching and "same directory" in (before.unwatched_reason or "")
         check(before, _create_modify_delete(tmp_path), "full")
 
 
-def test_kill_switch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KIMI_MCP_TRACKER_WATCH", "0")
+def test_kill_switch(tmp_path: Path) -> None:
     _tree(tmp_path)
     fds = _open_fds()
-    with tracker.take_snapshot(tmp_path) as before:
+    with tracker.take_snapshot(tmp_path, TrackerOptions(watch=False)) as before:
         assert _open_fds() == fds
         result = check(before, _create_modify_delete(tmp_path), "full")
-        assert "KIMI_MCP_TRACKER_WATCH=0" in (result.reason or "")
+        assert "KIMI_MCP_TRACKER_WATCH" in (result.reason or "")
 
 
 # ------------------------------------------------------------------------------------- resources
@@ -589,7 +582,7 @@ def test_snapshot_taken_in_another_thread(tmp_path: Path) -> None:
 def test_inotify_descriptor_is_close_on_exec_and_non_blocking(tmp_path: Path) -> None:
     write(tmp_path, "f.txt")
     with tracker.take_snapshot(tmp_path) as before:
-        watcher = before._watch
+        watcher = before.watcher
         assert watcher is not None
         assert not os.get_inheritable(watcher._fd)
         assert fcntl.fcntl(watcher._fd, fcntl.F_GETFL) & os.O_NONBLOCK
@@ -604,7 +597,7 @@ def test_failed_snapshot_closes_its_watcher(tmp_path: Path, monkeypatch: pytest.
     def boom(*args):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(tracker, "_snapshot_dir", boom)
+    monkeypatch.setattr(_snapshot, "_snapshot_dir", boom)
     with pytest.raises(RuntimeError):
         tracker.take_snapshot(tmp_path)
     assert _open_fds() == fds
@@ -624,7 +617,7 @@ def test_close_from_the_drain_thread_does_not_deadlock(
     monkeypatch.setattr(_watch.Watcher, "_note", note_then_close)
     fds = _open_fds()
     before = tracker.take_snapshot(tmp_path)
-    watcher = before._watch
+    watcher = before.watcher
     assert watcher is not None
     thread = watcher._thread
     assert thread is not None

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.config import ConfigError, Settings, config_file_path, load_env_file, load_settings
+from kimi_mcp.config import (
+    MAX_FILE_CHARS,
+    MAX_TOTAL_CHARS,
+    ConfigError,
+    Settings,
+    config_file_path,
+    load_env_file,
+    load_settings,
+)
+from kimi_mcp.tracker import TrackerOptions
 
 
 @pytest.fixture
@@ -45,6 +54,16 @@ def test_defaults_without_file_or_environment(xdg: Path) -> None:
     assert settings.log_level == "INFO"
     assert settings.platform == "moonshot.ai"
     assert settings.tools is None
+    assert settings.tracker_watch is True
+    assert settings.tracker_fork is True
+    assert settings.tracker_spill is True
+
+
+def test_content_budgets_have_one_default() -> None:
+    """The tracker's defaults are the settings' defaults (one constant each, in config)."""
+    options = TrackerOptions()
+    assert (options.max_file_chars, options.max_total_chars) == (MAX_FILE_CHARS, MAX_TOTAL_CHARS)
+    assert (Settings().max_file_chars, Settings().max_total_chars) == (MAX_FILE_CHARS, MAX_TOTAL_CHARS)
 
 
 def test_unrelated_environment_variables_are_ignored(xdg: Path) -> None:
@@ -141,6 +160,35 @@ def test_truthy_allow_shell(xdg: Path, raw: str) -> None:
 @pytest.mark.parametrize("raw", ["false", "0", "no", "off"])
 def test_falsy_allow_shell(xdg: Path, raw: str) -> None:
     assert load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_ALLOW_SHELL": raw}).allow_shell is False
+
+
+TRACKER_SWITCHES = ("tracker_watch", "tracker_fork", "tracker_spill")
+
+
+@pytest.mark.parametrize("name", TRACKER_SWITCHES)
+@pytest.mark.parametrize("raw", ["false", "0", "no", "off", "FALSE", "Off"])
+def test_falsy_tracker_switches(xdg: Path, name: str, raw: str) -> None:
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), f"KIMI_MCP_{name.upper()}": raw})
+    assert getattr(settings, name) is False
+    assert all(getattr(settings, other) is True for other in TRACKER_SWITCHES if other != name)
+
+
+@pytest.mark.parametrize("name", TRACKER_SWITCHES)
+@pytest.mark.parametrize("raw", ["true", "1", "yes", "on"])
+def test_truthy_tracker_switches(xdg: Path, name: str, raw: str) -> None:
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg), f"KIMI_MCP_{name.upper()}": raw})
+    assert getattr(settings, name) is True
+
+
+def test_tracker_switches_from_config_file(xdg: Path) -> None:
+    write_toml(xdg / "kimi-mcp" / "config.toml", "tracker_watch = false\ntracker_spill = false\n")
+    settings = load_settings({"XDG_CONFIG_HOME": str(xdg)})
+    assert (settings.tracker_watch, settings.tracker_fork, settings.tracker_spill) == (False, True, False)
+
+
+def test_invalid_tracker_switch_names_the_variable(xdg: Path) -> None:
+    with pytest.raises(ConfigError, match="KIMI_MCP_TRACKER_FORK"):
+        load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_TRACKER_FORK": "maybe"})
 
 
 # -------------------------------------------------------------------------------------------------- CSV

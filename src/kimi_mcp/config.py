@@ -17,6 +17,32 @@ from dotenv import load_dotenv
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 ENV_PREFIX = "KIMI_MCP_"
+
+MAX_FILE_CHARS = 20_000
+"""Default per-file cap on the contents of a changed file returned in a result (``max_file_chars``)."""
+MAX_TOTAL_CHARS = 30_000
+"""Default cap on all file contents returned in one result (``max_total_chars``)."""
+
+DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".jj",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+    }
+)
+"""Directory names never walked, wherever they are (the tracker, the secret-file scan, workspace listings);
+``exclude_dirs`` adds to them."""
+
 Dialect = Literal["auto", "legacy", "kimi-code"]
 
 
@@ -44,8 +70,10 @@ class Settings(BaseModel):
         description="Bearer token the HTTP transport requires (needed for a non-loopback --host)",
         repr=False,
     )
-    max_file_chars: int = Field(default=20_000, ge=0, description="Per-file content cap in a result")
-    max_total_chars: int = Field(default=30_000, ge=0, description="Cap on all file contents in a result")
+    max_file_chars: int = Field(default=MAX_FILE_CHARS, ge=0, description="Per-file content cap in a result")
+    max_total_chars: int = Field(
+        default=MAX_TOTAL_CHARS, ge=0, description="Cap on all file contents in a result"
+    )
     max_result_chars: int = Field(
         default=40_000,
         ge=0,
@@ -60,6 +88,20 @@ class Settings(BaseModel):
     )
     allow_shell: bool = Field(default=True, description="Approve Kimi's shell commands in write tasks")
     exclude_dirs: list[str] = Field(default_factory=list, description="Extra directory names to skip")
+    tracker_watch: bool = Field(
+        default=True,
+        description="Watch the workspace with inotify (Linux) so a change list re-examines only the directories "
+        "where something happened; false = always walk the whole tree (same result, slower on big trees)",
+    )
+    tracker_fork: bool = Field(
+        default=True,
+        description="Let the whole-tree walk fork a helper for half of a large tree (>= 20k files, 2+ CPUs)",
+    )
+    tracker_spill: bool = Field(
+        default=True,
+        description="Keep a snapshot's per-file records in an anonymous temporary file (mapped, not resident) "
+        "instead of in memory",
+    )
     max_concurrent: int = Field(default=2, ge=1, description="Kimi processes running at once")
     standby: Literal["off", "after-call", "startup"] = Field(
         default="after-call",

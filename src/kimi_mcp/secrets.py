@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._ignore import DEFAULT_EXCLUDED_DIRS
+from .config import DEFAULT_EXCLUDED_DIRS
 
 __all__ = [
     "KEY_SHAPE",

@@ -177,7 +177,7 @@ def _read_regular(full: Path, max_bytes: int) -> bytes | str:
 
 def workspace_overview(workspace: Path, limit: int = 200) -> str:
     """A short listing of the workspace's files (heavy and ignored directories skipped) for prompts."""
-    from ._ignore import DEFAULT_EXCLUDED_DIRS
+    from .config import DEFAULT_EXCLUDED_DIRS
 
     try:
         import pathspec

@@ -1,4 +1,4 @@
-"""Dirty-directory watching for the tracker (Linux inotify; see ``tracker``'s module docstring).
+"""Dirty-directory watching for the tracker with Linux inotify (how ``diff`` uses it: see ``_diff``).
 
 ``take_snapshot`` gives every directory it walks a watch *before* listing it, so anything that happens to
 that directory's entries, or to a file in it, after it was listed leaves an event. ``Watcher.plan`` turns the
@@ -21,7 +21,7 @@ import struct
 import sys
 import threading
 
-from ._logging import get_logger
+from .._logging import get_logger
 
 try:
     from inotify_simple import INotify

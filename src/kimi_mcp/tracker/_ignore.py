@@ -1,4 +1,4 @@
-"""Which paths the tracker skips (heavy directories, git-ignored paths) and which files are secrets.
+"""Git-ignore rules as the tracker applies them (excluded directory names: ``config.DEFAULT_EXCLUDED_DIRS``).
 
 Git-ignore semantics follow git itself: ``.git/info/exclude`` has the lowest precedence, then the root
 ``.gitignore``, then nested ``.gitignore`` files, each relative to its own directory; the deepest file with a
@@ -17,31 +17,12 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 __all__ = [
-    "DEFAULT_EXCLUDED_DIRS",
     "Chain",
     "IgnoreRules",
     "chain_ignores",
     "compile_gitignore",
     "read_small_file",
 ]
-
-DEFAULT_EXCLUDED_DIRS: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        ".jj",
-        "node_modules",
-        ".venv",
-        "venv",
-        "__pycache__",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".tox",
-        ".nox",
-    }
-)
 
 GITIGNORE = ".gitignore"
 _MAX_IGNORE_FILE = 4 * 1024 * 1024

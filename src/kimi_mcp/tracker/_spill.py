@@ -13,7 +13,8 @@ The data lives in the kernel's page cache (reclaimable; written back to disk und
 the process: ``read`` copies one block out of the mapping, then drops the mapping's page-table entries again
 (``MADV_DONTNEED``), so the resident set does not grow with the blocks read. The mapping, and with it the
 file, goes when the ``Records`` are garbage-collected. A read error of the temporary file's disk would come
-as ``SIGBUS``, as with any mapped file; ``KIMI_MCP_TRACKER_SPILL=0`` keeps the records in memory instead.
+as ``SIGBUS``, as with any mapped file; ``TrackerOptions.spill`` False (``KIMI_MCP_TRACKER_SPILL=false``)
+keeps the records in memory instead.
 
 The records also stay in memory (one ``bytearray`` as compact as the file, logged at debug) when the
 temporary directory is unusable (missing, read-only, inside the workspace), when a write fails (``ENOSPC``:
@@ -30,7 +31,7 @@ import weakref
 from collections.abc import Callable
 from typing import IO, NamedTuple
 
-from ._logging import get_logger
+from .._logging import get_logger
 
 __all__ = ["Records", "open_records"]
 
@@ -115,8 +116,6 @@ def _inside(path: str, root: str) -> bool:
 def open_records(workspace: str) -> Records:
     """Empty records for a snapshot of ``workspace``: in an anonymous temporary file, or in memory if none
     can be had (the reason is logged at debug and kept in ``Records.reason``)."""
-    if os.environ.get("KIMI_MCP_TRACKER_SPILL", "1") == "0":
-        return Records(None, "disabled by KIMI_MCP_TRACKER_SPILL=0")
     if _LIBC is None:  # pragma: no cover - see _load_libc
         return Records(None, "mmap cannot be called through ctypes")
     try:
