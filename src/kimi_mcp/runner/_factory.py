@@ -22,6 +22,9 @@ def tracker_options(settings: Settings) -> tracker.TrackerOptions:
         extra_excluded_dirs=frozenset(settings.exclude_dirs),
         max_file_chars=settings.max_file_chars,
         max_total_chars=settings.max_total_chars,
+        watch=settings.tracker_watch,
+        fork=settings.tracker_fork,
+        spill=settings.tracker_spill,
     )
 
 
