@@ -223,3 +223,80 @@ def test_a_failed_run_is_an_error_result_with_secrets_masked(
     assert result.is_error
     assert result.structured_content["error"]["message"] == "gave up near ***"
     assert "sk-configuredsecretvalue12345" not in result.content[0].text
+
+
+def _replace_with_link(path: str, outside: Path) -> Callable[[Any], TaskResult]:
+    def act(request) -> TaskResult:
+        target = request.workspace / path
+        target.unlink(missing_ok=True)
+        target.symlink_to(outside)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output="done", files_modified=[path]
+        )
+
+    return act
+
+
+def test_refactor_never_reads_a_file_kimi_replaced_by_a_link_outside_the_workspace(tmp_path: Path) -> None:
+    """Issue 13 item 3: the post-turn read follows the tracker's rules."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside.txt"
+    ws.mkdir()
+    outside.write_text("TEXT FROM OUTSIDE THE WORKSPACE\n")
+    (ws / "a.py").write_text("x = 1\n")
+    runner = FakeRunner(_replace_with_link("a.py", outside))
+    args = {"file_path": "a.py", "refactor_instructions": "r", "work_dir": str(ws)}
+    result = call(runner, "kimi_refactor", args)
+    data = result.structured_content
+    assert data["refactored_content"] is None and data["diff"] == ""
+    assert data["notes"] == [
+        "a.py after the turn is not shown and not diffed: it is binary, a symlink, or resolves outside the workspace"
+    ]
+    assert "OUTSIDE THE WORKSPACE" not in result.content[0].text
+
+
+def test_refactor_does_not_diff_a_file_grown_past_the_context_cap(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+
+    def grow(request) -> TaskResult:
+        (request.workspace / "a.py").write_text("y = 2\n" * 100)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output="done", files_modified=["a.py"]
+        )
+
+    args = {"file_path": "a.py", "refactor_instructions": "r", "work_dir": str(tmp_path)}
+    data = call(FakeRunner(grow), "kimi_refactor", args, Settings(max_context_bytes=100)).structured_content
+    assert data["refactored_content"] is None and data["diff"] == ""
+    assert "larger than 100 characters" in data["notes"][0]
+
+
+def test_debug_reads_only_what_it_diffs_and_diffs_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from kimi_mcp.tools import write
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside.txt"
+    ws.mkdir()
+    outside.write_text("TEXT FROM OUTSIDE THE WORKSPACE\n")
+    (ws / "a.py").write_text("x = y\n")
+    diffed_in: list[str] = []
+    real_diff = write._diff
+    monkeypatch.setattr(
+        write, "_diff", lambda *a: diffed_in.append(threading.current_thread().name) or real_diff(*a)
+    )
+
+    def act(request) -> TaskResult:
+        (request.workspace / "a.py").write_text("x = 1\n")
+        (request.workspace / "link.txt").symlink_to(outside)  # created, never sent: not read, not diffed
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output="{}",
+            files_modified=["a.py"], files_created=["link.txt"],
+        )  # fmt: skip
+
+    args = {"error_message": "E", "relevant_files": ["a.py"], "work_dir": str(ws)}
+    result = call(FakeRunner(act), "kimi_debug", args)
+    changes = {c["path"]: c["diff"] for c in result.structured_content["code_changes"]}
+    assert "+x = 1\n" in changes["a.py"] and changes["link.txt"] == ""
+    assert "OUTSIDE THE WORKSPACE" not in result.content[0].text
+    assert len(diffed_in) == 1 and diffed_in[0] != threading.main_thread().name

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
 import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.dependencies import CurrentFastMCP
@@ -127,6 +128,12 @@ async def run_tool(
         return call.fail(exc)
     base = await call.run(text, read_only=read_only)
     return call.done(await finish(call, base) if finish else base)
+
+
+async def in_worker(work: Callable[[Call, TaskResult], R], call: Call, base: TaskResult) -> R:
+    """Run a finishing step that reads files or diffs them in a worker thread: the event loop keeps
+    serving other requests, and a cancelled call returns at once (the thread's result is dropped)."""
+    return await anyio.to_thread.run_sync(work, call, base, abandon_on_cancel=True)
 
 
 def not_blank(**arguments: str) -> Callable[[], None]:

@@ -11,11 +11,11 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from pydantic import Field
 
-from .. import answers, prompts
+from .. import answers, prompts, tracker
 from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
 from ._params import Files, Reply, WorkDir, writes
-from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
+from ._pipeline import Backend, Call, current_backend, in_worker, not_blank, run_tool, structured
 
 
 @tool(
@@ -94,14 +94,20 @@ async def kimi_refactor(
         return prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
 
     async def finish(call: Call, base: TaskResult) -> TaskResult:
+        return await in_worker(refactored, call, base)
+
+    def refactored(call: Call, base: TaskResult) -> RefactorResult:
         assert call.workspace is not None
         rel, original = target["path"], target["original"]
         result, parsed = structured(RefactorResult, base, answers.RefactorAnswer)
-        after = _read_after(call.workspace / rel)
+        after, withheld = _read_after(call, rel)
         result.file_path = rel
         result.original_content = original
         result.refactored_content = after
-        result.diff = _diff(rel, original, after or "")
+        if withheld:
+            result.notes.append(f"{rel} after the turn is not shown and not diffed: {withheld}")
+        else:
+            result.diff = _diff(rel, original, after or "")
         result.explanation = parsed.explanation if parsed else base.output
         result.behavior_preserved = parsed.behavior_preserved if parsed else None
         changed = {*base.files_created, *base.files_modified, *base.files_deleted}
@@ -138,12 +144,19 @@ async def kimi_debug(
         return prompts.debug_prompt(error_message, files, context)
 
     async def finish(call: Call, base: TaskResult) -> TaskResult:
-        assert call.workspace is not None
+        return await in_worker(debugged, call, base)
+
+    def debugged(call: Call, base: TaskResult) -> DebugResult:
         result, parsed = structured(DebugResult, base, answers.DebugAnswer)
         described = {c.path: c.description for c in parsed.code_changes} if parsed else {}
         for path in [*base.files_modified, *base.files_created]:
-            after = _read_after(call.workspace / path) or ""
-            diff = _diff(path, originals[path], after) if path in originals else ""
+            diff = ""
+            if path in originals:  # only what the caller sent has a "before" to diff against
+                after, withheld = _read_after(call, path)
+                if withheld:
+                    result.notes.append(f"{path} after the turn is not diffed: {withheld}")
+                else:
+                    diff = _diff(path, originals[path], after or "")
             result.code_changes.append(CodeChange(path=path, description=described.get(path, ""), diff=diff))
         if parsed:
             result.diagnosis, result.root_cause, result.solution = (
@@ -161,9 +174,22 @@ async def kimi_debug(
     )
 
 
-def _read_after(path: Path) -> str | None:
-    """A file's text after the turn (``None`` if it is no longer a file)."""
-    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+def _read_after(call: Call, rel: str) -> tuple[str | None, str | None]:
+    """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
+    tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a
+    binary, or more than ``max_context_bytes`` characters (the cap on what was sent)."""
+    assert call.workspace is not None
+    cap = call.settings.max_context_bytes
+    report = tracker.collect_contents(
+        call.workspace, [rel], tracker.TrackerOptions(max_file_chars=cap, max_total_chars=cap)
+    )
+    if rel in report.secret_files:
+        return None, "it looks like a secret file"
+    if rel in report.binary_files:
+        return None, "it is binary, a symlink, or resolves outside the workspace"
+    if report.truncated:
+        return None, f"it is larger than {cap} characters (KIMI_MCP_MAX_CONTEXT_BYTES)"
+    return report.file_contents.get(rel), None
 
 
 def _diff(path: str, before: str, after: str) -> str:
