@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.drivers import KimiInstall, ScreenState, WireEvent, _classify, find_binary, make_driver, probe
+from kimi_mcp.drivers import KimiInstall, ScreenState, WireEvent, find_binary, make_driver, probe
+from kimi_mcp.drivers._probe import _classify
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import ApiError, AuthError, InstallError
 
