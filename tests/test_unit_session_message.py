@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kimi_mcp._policy import ApprovalPolicy
-from kimi_mcp.drivers.base import KimiInstall, WireEvent
+from kimi_mcp.drivers.base import KimiInstall, ToolCall, ToolResult, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
 from kimi_mcp.secrets import Redactor
@@ -29,11 +29,11 @@ def session(tmp_path: Path) -> KimiSession:
 
 def test_the_message_kimi_logged_must_be_the_message_sent(tmp_path: Path) -> None:
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text="  fix the bug\n"))  # Kimi trims: still the same message
+    kimi._apply(TurnBegin(text="  fix the bug\n"))  # Kimi trims: still the same message
     kimi._verify_received("fix the bug")
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text="fix the bug"))
-    kimi._apply(WireEvent("turn_begin", text="and the rest"))  # a second message: only the first counts
+    kimi._apply(TurnBegin(text="fix the bug"))
+    kimi._apply(TurnBegin(text="and the rest"))  # a second message: only the first counts
     kimi._verify_received("fix the bug")
 
 
@@ -43,7 +43,7 @@ def test_the_message_kimi_logged_must_be_the_message_sent(tmp_path: Path) -> Non
 )
 def test_a_split_cut_or_changed_message_stops_the_turn_with_an_error(tmp_path: Path, received: str) -> None:
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text=received))
+    kimi._apply(TurnBegin(text=received))
     with pytest.raises(SessionError) as info:
         kimi._verify_received("fix the bug secret-in-text")
     assert info.value.retryable is True
@@ -76,8 +76,8 @@ def test_a_secret_across_the_cut_of_a_long_tool_result_is_masked_before_the_cut(
 
     kimi = session(tmp_path)
     secret = "S3cret-value-0123456789"
-    kimi._apply(WireEvent("tool_call", call_id="c", name="Shell", arguments='{"command": "grep -rn x ."}'))
-    kimi._apply(WireEvent("tool_result", call_id="c", text="y" * 1990 + secret + "z" * 100))
+    kimi._apply(ToolCall(call_id="c", name="Shell", arguments='{"command": "grep -rn x ."}'))
+    kimi._apply(ToolResult(call_id="c", output="y" * 1990 + secret + "z" * 100))
     evidence = build_evidence(kimi.trace, kimi.driver, tmp_path, Redactor([secret]))
     shown = evidence.tools_run[0].result or ""
     assert "S3cret" not in shown and "***" in shown

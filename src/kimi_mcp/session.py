@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 import pexpect
 
@@ -27,7 +28,23 @@ from ._logging import get_logger
 from ._policy import ApprovalPolicy
 from ._proc import descendants, terminate_tree
 from ._screen import TerminalScreen, strip_ansi
-from .drivers.base import Driver, LoginOptions, ScreenState, WireEvent, squash
+from .drivers.base import (
+    ApprovalRequest,
+    ApprovalResolved,
+    Driver,
+    LoginOptions,
+    ScreenState,
+    StepBegin,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+    WireEvent,
+    squash,
+)
 from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from .models import ToolCallTrace
 from .secrets import Redactor, touches_secret, withhold_arguments
@@ -655,7 +672,7 @@ class KimiSession:
                         if '"turn' not in line and "TurnBegin" not in line:
                             continue
                         events = self.driver.events(line)
-                        begin = next((e for e in events if e.kind == "turn_begin"), None)
+                        begin = next((e for e in events if isinstance(e, TurnBegin)), None)
                         if begin is not None:
                             if begin.text.strip()[:200] == wanted:
                                 self.session_id = self.driver.session_id_of(path)
@@ -667,44 +684,49 @@ class KimiSession:
 
     def _apply(self, event: WireEvent) -> None:
         trace = self.trace
-        if event.kind == "turn_begin":
-            if not trace.begun:
-                trace.received = event.text
-            trace.begun = True
-            trace.steps.append([])
-        elif event.kind == "step":
-            trace.steps.append([])
-        elif event.kind == "text":
-            if not trace.steps:
+        match event:
+            case TurnBegin(text=text):
+                if not trace.begun:
+                    trace.received = text
+                trace.begun = True
                 trace.steps.append([])
-            trace.steps[-1].append(event.text)
-        elif event.kind == "approval":  # logged before the call itself by some dialects
-            call = trace.calls.get(event.call_id)
-            if call is None:
-                call = trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
-                self._progress(f"Kimi asks to run {event.name} {_summarize_args(event.arguments)}".strip())
-            call.awaiting_approval = True
-        elif event.kind == "approval_resolved":
-            if (call := trace.calls.get(event.call_id)) is not None:
-                call.awaiting_approval = False
-        elif event.kind == "tool_call":
-            known = trace.calls.get(event.call_id)
-            if known is not None:
-                known.arguments = event.arguments or known.arguments
-            else:
-                trace.calls[event.call_id] = CallRecord(event.call_id, event.name, event.arguments)
-                self._progress(f"Kimi runs {event.name} {_summarize_args(event.arguments)}".strip())
-        elif event.kind == "tool_result":
-            call = trace.calls.get(event.call_id)
-            if call is not None:
-                call.result = event.text
-                call.is_error = event.is_error
-        elif event.kind == "usage":
-            trace.input_tokens += event.input_tokens
-            trace.output_tokens += event.output_tokens
-        elif event.kind == "turn_end" and trace.begun:
-            trace.ended = True
-            trace.ended_at = time.perf_counter()
+            case StepBegin():
+                trace.steps.append([])
+            case TextPart(text=text):
+                if not trace.steps:
+                    trace.steps.append([])
+                trace.steps[-1].append(text)
+            case ThinkPart():
+                pass  # reasoning is not part of the answer
+            case ApprovalRequest(call_id=call_id, name=name, arguments=arguments):  # before the call itself
+                call = trace.calls.get(call_id)
+                if call is None:
+                    call = trace.calls[call_id] = CallRecord(call_id, name, arguments)
+                    self._progress(f"Kimi asks to run {name} {_summarize_args(arguments)}".strip())
+                call.awaiting_approval = True
+            case ApprovalResolved(call_id=call_id):
+                if (call := trace.calls.get(call_id)) is not None:
+                    call.awaiting_approval = False
+            case ToolCall(call_id=call_id, name=name, arguments=arguments):
+                known = trace.calls.get(call_id)
+                if known is not None:
+                    known.arguments = arguments or known.arguments
+                else:
+                    trace.calls[call_id] = CallRecord(call_id, name, arguments)
+                    self._progress(f"Kimi runs {name} {_summarize_args(arguments)}".strip())
+            case ToolResult(call_id=call_id, output=output, is_error=is_error):
+                if (call := trace.calls.get(call_id)) is not None:
+                    call.result = output
+                    call.is_error = is_error
+            case TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens):
+                trace.input_tokens += input_tokens
+                trace.output_tokens += output_tokens
+            case TurnEnd():
+                if trace.begun:
+                    trace.ended = True
+                    trace.ended_at = time.perf_counter()
+            case _:
+                assert_never(event)
 
     def _answer_approval(self, seen_at: float, answered: dict[str, tuple[str, float, int, str]]) -> None:
         """Answer the approval panel on screen by policy, for the logged call the panel shows.
