@@ -34,10 +34,9 @@ from fake_moonshot import FakeMoonshot, Reply  # noqa: E402
 from fastmcp import Client  # noqa: E402
 from fastmcp.client.transports import StdioTransport  # noqa: E402
 
-from kimi_mcp._policy import ApprovalPolicy  # noqa: E402
 from kimi_mcp.drivers import make_driver, probe  # noqa: E402
 from kimi_mcp.drivers.base import ScreenState  # noqa: E402
-from kimi_mcp.session import KimiSession  # noqa: E402
+from kimi_mcp.session import ApprovalPolicy, KimiSession  # noqa: E402
 
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")
 WRITE = {"legacy": "WriteFile", "kimi-code": "Write"}

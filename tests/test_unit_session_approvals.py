@@ -7,10 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from kimi_mcp._policy import ApprovalPolicy
 from kimi_mcp.drivers.base import KimiInstall
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.session import UNMATCHED_WAIT, CallRecord, KimiSession
+from kimi_mcp.session import UNMATCHED_WAIT, ApprovalPolicy, CallRecord, KimiSession
 
 
 class Keys(KimiSession):

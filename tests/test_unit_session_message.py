@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp._policy import ApprovalPolicy
 from kimi_mcp.drivers.base import KimiInstall, ToolCall, ToolResult, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
 from kimi_mcp.secrets import Redactor
-from kimi_mcp.session import KimiSession
+from kimi_mcp.session import ApprovalPolicy, KimiSession
 
 
 def session(tmp_path: Path) -> KimiSession:

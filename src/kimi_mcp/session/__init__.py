@@ -24,11 +24,8 @@ from typing import assert_never
 
 import pexpect
 
-from ._logging import get_logger
-from ._policy import ApprovalPolicy
-from ._proc import descendants, terminate_tree
-from ._screen import TerminalScreen, strip_ansi
-from .drivers.base import (
+from .._logging import get_logger
+from ..drivers.base import (
     ApprovalRequest,
     ApprovalResolved,
     Driver,
@@ -45,9 +42,12 @@ from .drivers.base import (
     WireEvent,
     squash,
 )
-from .errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
-from .models import ToolCallTrace
-from .secrets import Redactor, touches_secret, withhold_arguments
+from ..errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from ..models import ToolCallTrace
+from ..secrets import Redactor, touches_secret, withhold_arguments
+from ._policy import ApprovalPolicy
+from ._proc import descendants, terminate_tree
+from ._screen import TerminalScreen, strip_ansi
 
 log = get_logger("session")
 
