@@ -162,9 +162,9 @@ def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
             ours.append(trace.ended_at - fake.last_chunk_at)
             # the screen-only approach on the same turn: idle screen and 0.5 s without output
             while True:
-                session._pump(0.01)
-                idle = session.driver.classify(session.screen.lines) == ScreenState.READY
-                if idle and time.monotonic() - session._last_activity >= 0.5:
+                session.term.pump(0.01)
+                idle = session.driver.classify(session.term.screen.lines) == ScreenState.READY
+                if idle and time.monotonic() - session.term.last_activity >= 0.5:
                     naive.append(time.perf_counter() - fake.last_chunk_at)
                     break
         finally:

@@ -9,31 +9,62 @@ from pathlib import Path
 
 from kimi_mcp.drivers.base import KimiInstall
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.session import UNMATCHED_WAIT, ApprovalPolicy, CallRecord, KimiSession
+from kimi_mcp.session import UNMATCHED_WAIT, ApprovalPolicy, CallRecord, TurnTrace
+from kimi_mcp.session._approvals import Approvals
+from kimi_mcp.session._terminal import Terminal
 
 
-class Keys(KimiSession):
-    """A session without a process: it records the keys it would press."""
+class FakeTerminal(Terminal):
+    """A terminal without a process: it records the keys it would press."""
 
-    def __init__(self, workspace: Path) -> None:
-        driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
-        super().__init__(
-            driver,
-            workspace,
-            env={"HOME": str(workspace)},
-            policy=ApprovalPolicy(workspace, read_only=False),
-            deadline=time.monotonic() + 60,
-        )
+    def __init__(self, driver: LegacyDriver) -> None:
+        super().__init__(driver, redact=lambda text: text)
         self.pressed: list[str] = []
 
-    def _send(self, data: str) -> None:
+    def write(self, data: str) -> None:
         self.pressed.append(data)
 
-    def _sleep_pumping(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> None:
         pass
 
+
+class FakeLog:
+    """A session log read up to now: its trace holds what a test put there."""
+
+    def __init__(self) -> None:
+        self.trace = TurnTrace()
+        self.reads = 0
+
+    def read(self) -> None:
+        self.reads += 1
+
+
+class Keys:
+    """Approval answering without a process or a log file."""
+
+    def __init__(self, workspace: Path, *, read_only: bool = False, driver=None) -> None:
+        driver = driver or LegacyDriver(
+            KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy")
+        )
+        self.term = FakeTerminal(driver)
+        self.wire = FakeLog()
+        self.progress: list[str] = []
+        policy = ApprovalPolicy(workspace, read_only=read_only)
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self.progress.append)
+
+    @property
+    def pressed(self) -> list[str]:
+        return self.term.pressed
+
+    @property
+    def trace(self) -> TurnTrace:
+        return self.wire.trace
+
+    def _answer_approval(self, seen_at: float, answered: dict) -> None:
+        self.approvals.answer(seen_at, answered)
+
     def show(self, lines: list[str]) -> None:
-        self.screen.feed("\x1b[2J\x1b[H" + "\r\n".join(lines))
+        self.term.screen.feed("\x1b[2J\x1b[H" + "\r\n".join(lines))
 
     def call(self, call_id: str, name: str, **args: str) -> CallRecord:
         record = self.trace.calls[call_id] = CallRecord(call_id, name, json.dumps(args))
