@@ -216,9 +216,6 @@ class Driver(ABC):
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """The child's environment: the server's plus what this dialect needs."""
 
-    def prepare_workspace(self, workspace: Path, env: dict[str, str]) -> None:  # noqa: B027
-        """Hook run before spawning (e.g. pre-seed folder trust)."""
-
     # -- screen --------------------------------------------------------------------------------------
     @abstractmethod
     def classify(self, lines: list[str]) -> ScreenState: ...
