@@ -34,10 +34,9 @@ from fake_moonshot import FakeMoonshot, Reply  # noqa: E402
 from fastmcp import Client  # noqa: E402
 from fastmcp.client.transports import StdioTransport  # noqa: E402
 
-from kimi_mcp._policy import ApprovalPolicy  # noqa: E402
 from kimi_mcp.drivers import make_driver, probe  # noqa: E402
 from kimi_mcp.drivers.base import ScreenState  # noqa: E402
-from kimi_mcp.session import KimiSession  # noqa: E402
+from kimi_mcp.session import ApprovalPolicy, KimiSession  # noqa: E402
 
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")
 WRITE = {"legacy": "WriteFile", "kimi-code": "Write"}
@@ -163,9 +162,9 @@ def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
             ours.append(trace.ended_at - fake.last_chunk_at)
             # the screen-only approach on the same turn: idle screen and 0.5 s without output
             while True:
-                session._pump(0.01)
-                idle = session.driver.classify(session.screen.lines) == ScreenState.READY
-                if idle and time.monotonic() - session._last_activity >= 0.5:
+                session.term.pump(0.01)
+                idle = session.driver.classify(session.term.screen.lines) == ScreenState.READY
+                if idle and time.monotonic() - session.term.last_activity >= 0.5:
                     naive.append(time.perf_counter() - fake.last_chunk_at)
                     break
         finally:

@@ -9,7 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.drivers import KimiInstall, ScreenState, WireEvent, _classify, find_binary, make_driver, probe
+from kimi_mcp.drivers import KimiInstall, ScreenState, find_binary, make_driver, probe
+from kimi_mcp.drivers._probe import _classify
+from kimi_mcp.drivers.base import (
+    StepBegin,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+)
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import ApiError, AuthError, InstallError
 
@@ -248,17 +259,17 @@ def test_parse_wire_metadata_is_ignored(driver: LegacyDriver) -> None:
 
 
 def test_parse_wire_turn_begin_and_step(driver: LegacyDriver) -> None:
-    assert driver.parse_wire_line(WIRE[1]) == [WireEvent("turn_begin", text="please write hello")]
-    assert driver.parse_wire_line(WIRE[2]) == [WireEvent("step")]
+    assert driver.parse_wire_line(WIRE[1]) == [TurnBegin(text="please write hello")]
+    assert driver.parse_wire_line(WIRE[2]) == [StepBegin()]
 
 
 def test_parse_wire_text(driver: LegacyDriver) -> None:
-    assert driver.parse_wire_line(WIRE[3]) == [WireEvent("text", text="Let me do that.")]
+    assert driver.parse_wire_line(WIRE[3]) == [TextPart(text="Let me do that.")]
 
 
 def test_parse_wire_tool_call(driver: LegacyDriver) -> None:
     (event,) = driver.parse_wire_line(WIRE[4])
-    assert event.kind == "tool_call"
+    assert isinstance(event, ToolCall)
     assert event.call_id == "WriteFile:0a76c8"
     assert event.name == "WriteFile"
     assert json.loads(event.arguments) == {"path": "hello.txt", "content": "hello from fake\n"}
@@ -266,10 +277,10 @@ def test_parse_wire_tool_call(driver: LegacyDriver) -> None:
 
 def test_parse_wire_usage(driver: LegacyDriver) -> None:
     (event,) = driver.parse_wire_line(WIRE[5])
-    assert event.kind == "usage"
+    assert isinstance(event, TokenUsage)
     assert event.input_tokens == 1000
     assert event.output_tokens == 20
-    assert event.extra == {"message_id": "chatcmpl-7f4cccfdcea5"}
+    assert event.message_id == "chatcmpl-7f4cccfdcea5"
 
 
 def test_parse_wire_usage_sums_cached_input(driver: LegacyDriver) -> None:
@@ -299,9 +310,9 @@ def test_parse_wire_status_without_usage(driver: LegacyDriver) -> None:
 
 def test_parse_wire_tool_result(driver: LegacyDriver) -> None:
     (event,) = driver.parse_wire_line(WIRE[6])
-    assert event.kind == "tool_result"
+    assert isinstance(event, ToolResult)
     assert event.call_id == "WriteFile:0a76c8"
-    assert event.text == "File successfully overwritten. Current size: 16 bytes."
+    assert event.output == "File successfully overwritten. Current size: 16 bytes."
     assert event.is_error is False
 
 
@@ -318,8 +329,8 @@ def test_parse_wire_tool_result_error_uses_output_when_no_message(driver: Legacy
         }
     )
     (event,) = driver.parse_wire_line(line)
-    assert (event.kind, event.call_id, event.text, event.is_error) == (
-        "tool_result",
+    assert (type(event), event.call_id, event.output, event.is_error) == (
+        ToolResult,
         "Shell:1",
         "exit 2",
         True,
@@ -328,16 +339,16 @@ def test_parse_wire_tool_result_error_uses_output_when_no_message(driver: Legacy
 
 def test_parse_wire_think(driver: LegacyDriver) -> None:
     line = json.dumps({"message": {"type": "ContentPart", "payload": {"type": "think", "think": "hmm"}}})
-    assert driver.parse_wire_line(line) == [WireEvent("think", text="hmm")]
+    assert driver.parse_wire_line(line) == [ThinkPart(text="hmm")]
 
 
 def test_parse_wire_turn_end(driver: LegacyDriver) -> None:
-    assert driver.parse_wire_line(WIRE[7]) == [WireEvent("turn_end")]
+    assert driver.parse_wire_line(WIRE[7]) == [TurnEnd()]
 
 
 def test_parse_wire_whole_turn_in_order(driver: LegacyDriver) -> None:
-    kinds = [event.kind for line in WIRE for event in driver.parse_wire_line(line)]
-    assert kinds == ["turn_begin", "step", "text", "tool_call", "usage", "tool_result", "turn_end"]
+    kinds = [type(event) for line in WIRE for event in driver.parse_wire_line(line)]
+    assert kinds == [TurnBegin, StepBegin, TextPart, ToolCall, TokenUsage, ToolResult, TurnEnd]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Unit tests for kimi_mcp._policy: what lies inside the workspace and which tool calls are approved."""
+"""Unit tests for kimi_mcp.session._policy: what lies inside the workspace and which tool calls are approved."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp._policy import ApprovalPolicy, is_inside
+from kimi_mcp.session._policy import ApprovalPolicy, is_inside
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
-"""Unit tests for kimi_mcp._screen: ANSI stripping and the virtual terminal used to read Kimi's TUI."""
+"""Unit tests for kimi_mcp.session._screen: ANSI stripping and the virtual terminal used to read Kimi's TUI."""
 
 from __future__ import annotations
 
 import pytest
 
-from kimi_mcp._screen import TerminalScreen, strip_ansi
+from kimi_mcp.session._screen import TerminalScreen, strip_ansi
 
 # -------------------------------------------------------------------------------------------- strip_ansi
 

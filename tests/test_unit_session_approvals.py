@@ -7,34 +7,65 @@ import json
 import time
 from pathlib import Path
 
-from kimi_mcp._policy import ApprovalPolicy
 from kimi_mcp.drivers.base import KimiInstall
+from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.session import UNMATCHED_WAIT, CallRecord, KimiSession
+from kimi_mcp.session import PANEL_GRACE, UNMATCHED_WAIT, ApprovalPolicy, CallRecord, TurnTrace
+from kimi_mcp.session._approvals import MAX_PRESSES, PRESS_AGAIN_AFTER, Approvals
+from kimi_mcp.session._terminal import Terminal
 
 
-class Keys(KimiSession):
-    """A session without a process: it records the keys it would press."""
+class FakeTerminal(Terminal):
+    """A terminal without a process: it records the keys it would press."""
 
-    def __init__(self, workspace: Path) -> None:
-        driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
-        super().__init__(
-            driver,
-            workspace,
-            env={"HOME": str(workspace)},
-            policy=ApprovalPolicy(workspace, read_only=False),
-            deadline=time.monotonic() + 60,
-        )
+    def __init__(self, driver: LegacyDriver) -> None:
+        super().__init__(driver, redact=lambda text: text)
         self.pressed: list[str] = []
 
-    def _send(self, data: str) -> None:
+    def write(self, data: str) -> None:
         self.pressed.append(data)
 
-    def _sleep_pumping(self, seconds: float) -> None:
+    def sleep(self, seconds: float) -> None:
         pass
 
+
+class FakeLog:
+    """A session log read up to now: its trace holds what a test put there."""
+
+    def __init__(self) -> None:
+        self.trace = TurnTrace()
+        self.reads = 0
+
+    def read(self) -> None:
+        self.reads += 1
+
+
+class Keys:
+    """Approval answering without a process or a log file."""
+
+    def __init__(self, workspace: Path, *, read_only: bool = False, driver=None) -> None:
+        driver = driver or LegacyDriver(
+            KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy")
+        )
+        self.term = FakeTerminal(driver)
+        self.wire = FakeLog()
+        self.progress: list[str] = []
+        policy = ApprovalPolicy(workspace, read_only=read_only)
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self.progress.append)
+
+    @property
+    def pressed(self) -> list[str]:
+        return self.term.pressed
+
+    @property
+    def trace(self) -> TurnTrace:
+        return self.wire.trace
+
+    def _answer_approval(self, seen_at: float, answered: dict) -> None:
+        self.approvals.answer(seen_at, answered)
+
     def show(self, lines: list[str]) -> None:
-        self.screen.feed("\x1b[2J\x1b[H" + "\r\n".join(lines))
+        self.term.screen.feed("\x1b[2J\x1b[H" + "\r\n".join(lines))
 
     def call(self, call_id: str, name: str, **args: str) -> CallRecord:
         record = self.trace.calls[call_id] = CallRecord(call_id, name, json.dumps(args))
@@ -107,3 +138,72 @@ def test_a_panel_too_tall_to_show_its_top_is_matched_on_the_content_it_shows(tmp
     kimi.show(tall)
     kimi._answer_approval(time.monotonic(), {})
     assert [g.approval for g in gens] == ["auto", "approved", "auto"]
+
+
+def test_a_lost_key_is_pressed_again_while_the_same_panel_stays_but_not_forever(tmp_path: Path) -> None:
+    kimi = Keys(tmp_path)
+    shell = kimi.call("a", "Shell", command="make test")
+    answered: dict = {}
+    kimi.show(panel("Shell", "make test"))
+    kimi._answer_approval(time.monotonic(), answered)
+    assert kimi.pressed == ["1"] and shell.approval == "approved"
+    kimi._answer_approval(time.monotonic(), answered)
+    assert kimi.pressed == ["1"]  # answered a moment ago: give Kimi time to take the panel down
+    for _ in range(MAX_PRESSES + 1):
+        answered["a"].sent_at -= PRESS_AGAIN_AFTER
+        kimi._answer_approval(time.monotonic(), answered)
+    assert kimi.pressed == ["1"] * MAX_PRESSES and answered["a"].tries == MAX_PRESSES
+    assert kimi.wire.reads == MAX_PRESSES + 3  # the log is read up to each look at a panel
+
+
+def test_a_read_only_task_rejects_with_feedback_so_the_model_goes_on(tmp_path: Path) -> None:
+    kimi = Keys(tmp_path, read_only=True)
+    write = kimi.call("w", "WriteFile", path="notes.txt", content="x")
+    answered: dict = {}
+    kimi.show(panel("WriteFile", "+1 notes.txt"))
+    kimi._answer_approval(time.monotonic(), answered)
+    assert write.approval == "rejected"
+    assert kimi.pressed[0] == "4" and kimi.pressed[-1] == "\r"
+    assert "read-only task" in kimi.pressed[1] and "\n" not in kimi.pressed[1]
+    assert answered["w"].key == "3"  # what is pressed again if the feedback input did not take
+    assert kimi.progress == ["rejected WriteFile: read-only task: no file writes or commands"]
+
+
+def test_a_tall_panel_showing_nothing_known_waits_its_grace_then_goes_to_the_first_call(
+    tmp_path: Path,
+) -> None:
+    kimi = Keys(tmp_path)
+    first = kimi.call("g0", "WriteFile", path="a.txt", content="aaa")
+    second = kimi.call("g1", "WriteFile", path="b.txt", content="ccc")
+    kimi.show(panel("WriteFile", *(("b" * 100),) * 40)[-38:])  # its top, naming the file, scrolled away
+    answered: dict = {}
+    kimi._answer_approval(time.monotonic(), answered)
+    assert kimi.pressed == [] and first.approval == "auto"
+    kimi._answer_approval(time.monotonic() - PANEL_GRACE - 0.1, answered)
+    assert kimi.pressed == ["1"] and (first.approval, second.approval) == ("approved", "auto")
+
+
+def code_panel(question: str, *body: str) -> list[str]:
+    return [
+        f"   ▶ {question}",
+        *(f"   {line}" for line in body),
+        "   ▶ 1. Approve once",
+        "     2. Approve for this session",
+        "     3. Reject",
+        "     4. Reject with feedback",
+        "   ↑/↓ select · 1/2/3/4 choose · ↵ confirm · ctrl+e preview",
+    ]
+
+
+def test_kimi_code_panels_go_to_the_logged_approval_requests(tmp_path: Path) -> None:
+    kimi = Keys(tmp_path, driver=KimiCodeDriver(KimiInstall("/bin/kimi", "2.1.0", "kimi-code")))
+    ls = kimi.call("c1", "Bash", command="ls")
+    rm = kimi.call("c2", "Bash", command="rm -rf build")
+    done = kimi.call("c0", "Bash", command="pwd")  # logged, but its approval is not awaited
+    ls.awaiting_approval = rm.awaiting_approval = True
+    kimi.show(code_panel("Run this command?", "cwd: /w", "$ rm -rf build"))
+    kimi._answer_approval(time.monotonic(), {})
+    assert (rm.approval, ls.approval, done.approval) == ("approved", "auto", "auto")
+    kimi.show(code_panel("Approve Bash?", "something the log does not show"))
+    kimi._answer_approval(time.monotonic(), {})  # no waiting: the log names the calls awaiting approval
+    assert ls.approval == "approved" and done.approval == "auto" and kimi.pressed == ["1", "1"]

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp._policy import ApprovalPolicy
-from kimi_mcp.drivers.base import KimiInstall, WireEvent
+from kimi_mcp.drivers.base import KimiInstall, ToolCall, ToolResult, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
 from kimi_mcp.secrets import Redactor
-from kimi_mcp.session import KimiSession
+from kimi_mcp.session import ApprovalPolicy, KimiSession
 
 
 def session(tmp_path: Path) -> KimiSession:
@@ -29,12 +28,12 @@ def session(tmp_path: Path) -> KimiSession:
 
 def test_the_message_kimi_logged_must_be_the_message_sent(tmp_path: Path) -> None:
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text="  fix the bug\n"))  # Kimi trims: still the same message
-    kimi._verify_received("fix the bug")
+    kimi.wire.apply(TurnBegin(text="  fix the bug\n"))  # Kimi trims: still the same message
+    kimi._turn("fix the bug")._verify_received()
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text="fix the bug"))
-    kimi._apply(WireEvent("turn_begin", text="and the rest"))  # a second message: only the first counts
-    kimi._verify_received("fix the bug")
+    kimi.wire.apply(TurnBegin(text="fix the bug"))
+    kimi.wire.apply(TurnBegin(text="and the rest"))  # a second message: only the first counts
+    kimi._turn("fix the bug")._verify_received()
 
 
 @pytest.mark.parametrize(
@@ -43,9 +42,9 @@ def test_the_message_kimi_logged_must_be_the_message_sent(tmp_path: Path) -> Non
 )
 def test_a_split_cut_or_changed_message_stops_the_turn_with_an_error(tmp_path: Path, received: str) -> None:
     kimi = session(tmp_path)
-    kimi._apply(WireEvent("turn_begin", text=received))
+    kimi.wire.apply(TurnBegin(text=received))
     with pytest.raises(SessionError) as info:
-        kimi._verify_received("fix the bug secret-in-text")
+        kimi._turn("fix the bug secret-in-text")._verify_received()
     assert info.value.retryable is True
     assert "did not receive the message as sent" in info.value.message
     details = info.value.details
@@ -62,22 +61,21 @@ def test_large_writes_go_in_pieces_with_output_drained_and_no_query_answer_insid
         def send(self, data: str) -> None:
             written.append(data)
 
-    kimi._child = Child()  # type: ignore[assignment]
-    kimi._pump = lambda wait, answer=True: pumps.append(answer)  # type: ignore[method-assign]
+    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.term.pump = lambda wait, answer=True: pumps.append(answer)  # type: ignore[method-assign]
     message = "\x1b[200~" + "x" * 10_000 + "\x1b[201~\r"
-    kimi._send(message)
+    kimi.term.write(message)
     assert "".join(written) == message
     assert max(len(piece) for piece in written) <= 4096 and written[0].startswith("\x1b[200~")
     assert pumps == [False] * (len(written) - 1)
 
 
 def test_a_secret_across_the_cut_of_a_long_tool_result_is_masked_before_the_cut(tmp_path: Path) -> None:
-    from kimi_mcp.runner import build_evidence
+    from kimi_mcp.runner._evidence import tool_traces
 
     kimi = session(tmp_path)
     secret = "S3cret-value-0123456789"
-    kimi._apply(WireEvent("tool_call", call_id="c", name="Shell", arguments='{"command": "grep -rn x ."}'))
-    kimi._apply(WireEvent("tool_result", call_id="c", text="y" * 1990 + secret + "z" * 100))
-    evidence = build_evidence(kimi.trace, kimi.driver, tmp_path, Redactor([secret]))
-    shown = evidence.tools_run[0].result or ""
+    kimi.wire.apply(ToolCall(call_id="c", name="Shell", arguments='{"command": "grep -rn x ."}'))
+    kimi.wire.apply(ToolResult(call_id="c", output="y" * 1990 + secret + "z" * 100))
+    shown = tool_traces(kimi.trace, Redactor([secret]))[0].result or ""
     assert "S3cret" not in shown and "***" in shown

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.drivers.base import KimiInstall
+from kimi_mcp.drivers.base import KimiInstall, TurnEnd
 from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.session import _WireTail
+from kimi_mcp.session import WireTail
 
 ODD = [
     "null", '"text"', "[1, 2]", "42", "{}", "{not json",
@@ -44,13 +44,13 @@ def test_every_odd_record_is_skipped_not_raised(driver_class) -> None:
         if driver.name == "legacy"
         else '{"type": "turn.ended"}'
     )
-    assert [e.kind for e in driver.events(good)] == ["turn_end"]
+    assert [type(e) for e in driver.events(good)] == [TurnEnd]
 
 
 def test_a_log_that_vanishes_or_shrinks_is_handled(tmp_path: Path) -> None:
     log = tmp_path / "wire.jsonl"
     log.write_text('{"a": 1}\n{"b": 2}\n')
-    tail = _WireTail(log)
+    tail = WireTail(log)
     assert tail.poll() == ['{"a": 1}', '{"b": 2}']
     log.unlink()
     assert tail.poll() == []

@@ -1,165 +1,26 @@
-"""Find the Kimi binary, tell which dialect it speaks, and build its driver."""
+"""The Kimi dialects: find the binary, tell which dialect it speaks (``_probe``), and build its driver."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import shutil
-import subprocess
-import threading
-from pathlib import Path
-
-from ..errors import InstallError
+from ._probe import find_binary, installed_version, probe
 from .base import Driver, KimiInstall, ScreenState, WireEvent
 from .kimi_code import KimiCodeDriver
 from .legacy import LegacyDriver
 
-__all__ = ["Driver", "KimiInstall", "ScreenState", "WireEvent", "find_binary", "probe", "make_driver"]
-
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
-_STUB_TEXT = "no longer maintained"
-_cache: dict[tuple[str, int, int, str], KimiInstall] = {}
-_cache_lock = threading.Lock()
-
-LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.50.0"
-KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
-
-
-def find_binary(configured: str | None, env: dict[str, str]) -> str:
-    """``KIMI_MCP_KIMI_BIN`` if set, else ``kimi`` on the PATH the child will see."""
-    if configured:
-        path = Path(configured).expanduser()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise InstallError(
-                f"KIMI_MCP_KIMI_BIN={configured} is not an executable file",
-                details={"kimi_bin": configured},
-            )
-        return str(path)
-    found = shutil.which("kimi", path=env.get("PATH"))
-    if not found:
-        raise InstallError(
-            "The Kimi CLI (`kimi`) was not found on PATH",
-            details={"PATH": env.get("PATH", "")},
-            suggestion=(
-                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or the legacy kimi-cli ({LEGACY_REMEDY}); "
-                "MCP clients often start servers with a minimal PATH, so you can also set "
-                "KIMI_MCP_KIMI_BIN to the absolute path of `kimi`."
-            ),
-        )
-    return found
-
-
-def installed_version(binary: str) -> tuple[str, str] | None:
-    """(version, dialect) read from the installed package's metadata, without running anything.
-
-    Kimi Code: the ``package.json`` of ``@moonshot-ai/kimi-code`` next to the resolved ``main.mjs``.
-    kimi-cli: the ``kimi_cli-<version>.dist-info`` in the site-packages of the interpreter named by the
-    script's shebang. None when the layout is not recognised (then ``kimi --version`` is asked).
-    """
-    real = Path(os.path.realpath(binary))
-    for folder in list(real.parents)[:4]:
-        package = folder / "package.json"
-        if package.is_file():
-            try:
-                meta = json.loads(package.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            if meta.get("name") == "@moonshot-ai/kimi-code" and isinstance(meta.get("version"), str):
-                return meta["version"], "kimi-code"
-            return None
-    try:
-        with open(real, "rb") as handle:
-            first = handle.readline(512)
-    except OSError:
-        return None
-    if not first.startswith(b"#!"):
-        return None
-    interpreter = Path(first[2:].decode("utf-8", "replace").strip().split()[0])
-    if "python" not in interpreter.name:
-        return None
-    for dist in interpreter.parent.parent.glob("lib/python3*/site-packages/kimi_cli-*.dist-info"):
-        version = dist.name.removeprefix("kimi_cli-").removesuffix(".dist-info")
-        if _VERSION.fullmatch(version):
-            return version, "legacy"
-    return None
-
-
-def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall:
-    """Which Kimi this is: from the package metadata when possible, else ``kimi --version``.
-
-    Nothing else is ever run here: the 1.51+ stub starts a ``curl | bash`` installer when run bare.
-    """
-    try:
-        stat = os.stat(binary)
-    except OSError as exc:
-        raise InstallError(f"cannot stat Kimi binary {binary}: {exc}") from exc
-    key = (os.path.realpath(binary), stat.st_mtime_ns, stat.st_size, forced)
-    with _cache_lock:
-        if key in _cache:
-            return _cache[key]
-    static = installed_version(binary)
-    if static is not None:
-        version, dialect = static
-        output = f"kimi, version {version}" if dialect == "legacy" else version
-        install = _classify(binary, output, 0, forced)
-        with _cache_lock:
-            _cache[key] = install
-        return install
-    try:
-        proc = subprocess.run(
-            [binary, "--version"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise InstallError(f"`{binary} --version` failed: {exc}", details={"kimi_bin": binary}) from exc
-    output = (proc.stdout + "\n" + proc.stderr).strip()
-    install = _classify(binary, output, proc.returncode, forced)
-    with _cache_lock:
-        _cache[key] = install
-    return install
-
-
-def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiInstall:
-    tail = output[-800:]
-    if _STUB_TEXT in output:
-        version = _VERSION.search(output)
-        raise _stub_error(binary, version.group(0) if version else ">=1.51", {"version_output": tail})
-    match = _VERSION.search(output)
-    if returncode != 0 or not match:
-        hint = ""
-        if "SyntaxError" in output or "node:" in output or "Unsupported engine" in output:
-            hint = " (Kimi Code needs Node >= 22.19 on the PATH)"
-        raise InstallError(
-            f"`{binary} --version` did not report a version{hint}",
-            details={"kimi_bin": binary, "returncode": returncode, "version_output": tail},
-        )
-    major, minor = int(match.group(1)), int(match.group(2))
-    detected = "kimi-code" if major >= 2 else "legacy"
-    if detected == "legacy" and (major, minor) > (1, 50):
-        raise _stub_error(binary, match.group(0), {"version": match.group(0)})
-    dialect = detected if forced == "auto" else forced
-    return KimiInstall(binary=binary, version=match.group(0), dialect=dialect)  # type: ignore[arg-type]
-
-
-def _stub_error(binary: str, version: str, details: dict[str, str]) -> InstallError:
-    return InstallError(
-        f"{binary} is kimi-cli {version}, the deprecated stub (the last working legacy release is 1.50.0); "
-        "it cannot run tasks",
-        details={"kimi_bin": binary, **details},
-        suggestion=(
-            f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
-            f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
-        ),
-    )
+__all__ = [
+    "Driver",
+    "KimiInstall",
+    "ScreenState",
+    "WireEvent",
+    "find_binary",
+    "installed_version",
+    "make_driver",
+    "probe",
+]
 
 
 def make_driver(install: KimiInstall) -> Driver:
+    """The driver for the dialect ``install`` speaks (one instance per session)."""
     if install.dialect == "legacy":
         return LegacyDriver(install)
     return KimiCodeDriver(install)

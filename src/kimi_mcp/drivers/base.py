@@ -8,7 +8,7 @@ import json
 import os
 import re
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -29,33 +29,97 @@ class ScreenState(enum.Enum):
     NOT_LOGGED_IN = "not_logged_in"  # ready, but no model / login configured
 
 
-EventKind = Literal[
-    "turn_begin",
-    "step",
-    "text",
-    "think",
-    "approval",
-    "approval_resolved",
-    "tool_call",
-    "tool_result",
-    "usage",
-    "turn_end",
-]
+@dataclass(frozen=True, slots=True)
+class TurnBegin:
+    """A user message opened a turn; ``text`` is the message as Kimi logged it."""
+
+    text: str
 
 
-@dataclass(slots=True)
-class WireEvent:
-    """A normalized record from Kimi's session log (``wire.jsonl``)."""
+@dataclass(frozen=True, slots=True)
+class StepBegin:
+    """The model begins another step of the turn (the answer is the last step's text)."""
 
-    kind: EventKind
-    text: str = ""
-    call_id: str = ""
-    name: str = ""
-    arguments: str = ""
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """A piece of the model's answer text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkPart:
+    """A piece of the model's reasoning (not part of the answer)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """Kimi asks to approve a tool call (logged before the call itself by some dialects); ``arguments``
+    is JSON."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolved:
+    """The approval request of a call was answered."""
+
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The model calls a tool; ``arguments`` is JSON."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call returned (its summary or output)."""
+
+    call_id: str
+    output: str
     is_error: bool = False
-    input_tokens: int = 0
-    output_tokens: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenUsage:
+    """Tokens one model request used (input counts cached input too)."""
+
+    input_tokens: int
+    output_tokens: int
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """The turn is over (``reason`` as Kimi logged it, where it does)."""
+
+    reason: str | None = None
+
+
+#: A normalized record from Kimi's session log (``wire.jsonl``). The session applies these with ``match``
+#: and ``assert_never``: a new member must be handled there, or type checking (and a unit test) fails.
+WireEvent = (
+    TurnBegin
+    | StepBegin
+    | TextPart
+    | ThinkPart
+    | ApprovalRequest
+    | ApprovalResolved
+    | ToolCall
+    | ToolResult
+    | TokenUsage
+    | TurnEnd
+)
 
 
 ToolKind = Literal["edit", "shell", "read", "other"]
@@ -151,9 +215,6 @@ class Driver(ABC):
     @abstractmethod
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """The child's environment: the server's plus what this dialect needs."""
-
-    def prepare_workspace(self, workspace: Path, env: dict[str, str]) -> None:  # noqa: B027
-        """Hook run before spawning (e.g. pre-seed folder trust)."""
 
     # -- screen --------------------------------------------------------------------------------------
     @abstractmethod
@@ -276,7 +337,7 @@ class Driver(ABC):
 
     @abstractmethod
     def parse_wire_line(self, line: str) -> list[WireEvent]:
-        """Normalized events of one log line; ``turn_begin`` events carry the prompt text."""
+        """Normalized events of one log line; ``TurnBegin`` carries the prompt text."""
 
     #: the dialect's tool names by kind (everything else is "other")
     edit_tools: ClassVar[frozenset[str]] = frozenset()

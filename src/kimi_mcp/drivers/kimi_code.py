@@ -18,7 +18,25 @@ from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
 from ..message import MessageRules, one_line
-from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
+from .base import (
+    ApprovalRequest,
+    ApprovalResolved,
+    Console,
+    Driver,
+    LoginOptions,
+    ScreenState,
+    StepBegin,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+    WireEvent,
+    json_record,
+    login_failed,
+)
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 _BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
@@ -169,71 +187,35 @@ class KimiCodeDriver(Driver):
         record = json_record(line)
         if record is None:
             return []
-        kind = record.get("type")
-        if kind == "turn.prompt":
-            parts = record.get("input") or []
-            text = "".join(p.get("text", "") for p in parts if isinstance(p, dict))
-            return [WireEvent("turn_begin", text=text)]
-        if kind == "turn.ended":
-            return [WireEvent("turn_end", extra={"reason": record.get("reason")})]
-        if kind == "usage.record":
-            usage = record.get("usage") or {}
-            return [
-                WireEvent(
-                    "usage",
-                    input_tokens=int(usage.get("inputOther", 0))
-                    + int(usage.get("inputCacheRead", 0))
-                    + int(usage.get("inputCacheCreation", 0)),
-                    output_tokens=int(usage.get("output", 0)),
-                )
-            ]
-        if kind == "interaction.request" and record.get("kind") == "approval":
-            request = record.get("request") or {}
-            return [
-                WireEvent(
-                    "approval",
-                    call_id=str(record.get("toolCallId") or request.get("toolCallId") or ""),
-                    name=str(request.get("toolName") or ""),
-                    arguments=json.dumps(request.get("display") or {}, ensure_ascii=False),
-                )
-            ]
-        if kind == "permission.record_approval_result":
-            return [WireEvent("approval_resolved", call_id=str(record.get("toolCallId") or ""))]
-        if kind != "context.append_loop_event":
-            return []
-        event = record.get("event") or {}
-        etype = event.get("type")
-        if etype == "step.begin":
-            return [WireEvent("step")]
-        if etype == "content.part":
-            part = event.get("part") or {}
-            if part.get("type") == "text":
-                return [WireEvent("text", text=str(part.get("text") or ""))]
-            if part.get("type") in ("think", "thinking"):
-                return [WireEvent("think", text=str(part.get("think") or part.get("text") or ""))]
-            return []
-        if etype == "tool.call":
-            return [
-                WireEvent(
-                    "tool_call",
-                    call_id=str(event.get("toolCallId") or ""),
-                    name=str(event.get("name") or ""),
-                    arguments=json.dumps(event.get("args") or {}, ensure_ascii=False),
-                )
-            ]
-        if etype == "tool.result":
-            result = event.get("result") or {}
-            output = result.get("output")
-            if not isinstance(output, str):
-                output = json.dumps(output, ensure_ascii=False) if output is not None else ""
-            return [
-                WireEvent(
-                    "tool_result",
-                    call_id=str(event.get("toolCallId") or ""),
-                    text=output or str(result.get("error") or ""),
-                    is_error=bool(result.get("isError") or result.get("is_error") or result.get("error")),
-                )
-            ]
+        match record.get("type"):
+            case "turn.prompt":
+                parts = record.get("input") or []
+                return [TurnBegin("".join(p.get("text", "") for p in parts if isinstance(p, dict)))]
+            case "turn.ended":
+                return [TurnEnd(reason=record.get("reason"))]
+            case "usage.record":
+                usage = record.get("usage") or {}
+                return [
+                    TokenUsage(
+                        input_tokens=int(usage.get("inputOther", 0))
+                        + int(usage.get("inputCacheRead", 0))
+                        + int(usage.get("inputCacheCreation", 0)),
+                        output_tokens=int(usage.get("output", 0)),
+                    )
+                ]
+            case "interaction.request" if record.get("kind") == "approval":
+                request = record.get("request") or {}
+                return [
+                    ApprovalRequest(
+                        call_id=str(record.get("toolCallId") or request.get("toolCallId") or ""),
+                        name=str(request.get("toolName") or ""),
+                        arguments=json.dumps(request.get("display") or {}, ensure_ascii=False),
+                    )
+                ]
+            case "permission.record_approval_result":
+                return [ApprovalResolved(str(record.get("toolCallId") or ""))]
+            case "context.append_loop_event":
+                return _loop_event(record.get("event") or {})
         return []
 
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
@@ -241,6 +223,41 @@ class KimiCodeDriver(Driver):
             return []
         path = arguments.get("path")
         return [path] if isinstance(path, str) else []
+
+
+def _loop_event(event: dict[str, Any]) -> list[WireEvent]:
+    """The events of one ``context.append_loop_event`` record (steps, text, tool calls and results)."""
+    match event.get("type"):
+        case "step.begin":
+            return [StepBegin()]
+        case "content.part":
+            part = event.get("part") or {}
+            if part.get("type") == "text":
+                return [TextPart(str(part.get("text") or ""))]
+            if part.get("type") in ("think", "thinking"):
+                return [ThinkPart(str(part.get("think") or part.get("text") or ""))]
+            return []
+        case "tool.call":
+            return [
+                ToolCall(
+                    call_id=str(event.get("toolCallId") or ""),
+                    name=str(event.get("name") or ""),
+                    arguments=json.dumps(event.get("args") or {}, ensure_ascii=False),
+                )
+            ]
+        case "tool.result":
+            result = event.get("result") or {}
+            output = result.get("output")
+            if not isinstance(output, str):
+                output = json.dumps(output, ensure_ascii=False) if output is not None else ""
+            return [
+                ToolResult(
+                    call_id=str(event.get("toolCallId") or ""),
+                    output=output or str(result.get("error") or ""),
+                    is_error=bool(result.get("isError") or result.get("is_error") or result.get("error")),
+                )
+            ]
+    return []
 
 
 BUILTIN_SKILLS = frozenset(

@@ -14,7 +14,23 @@ from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
 from ..message import MessageRules, one_line
-from .base import Console, Driver, LoginOptions, ScreenState, WireEvent, json_record, login_failed
+from .base import (
+    Console,
+    Driver,
+    LoginOptions,
+    ScreenState,
+    StepBegin,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+    WireEvent,
+    json_record,
+    login_failed,
+)
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
 _SESSION = re.compile(r"Session: ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -184,66 +200,62 @@ class LegacyDriver(Driver):
         if record is None or not isinstance(record.get("message"), dict):
             return []
         message = record["message"]
-        kind = message.get("type")
         payload = message.get("payload") or {}
-        if kind == "TurnBegin":
-            parts = payload.get("user_input") or []
-            text = (
-                parts
-                if isinstance(parts, str)
-                else "".join(p.get("text", "") for p in parts if isinstance(p, dict))
-            )
-            return [WireEvent("turn_begin", text=text)]
-        if kind == "StepBegin":
-            return [WireEvent("step")]
-        if kind == "ContentPart":
-            if payload.get("type") == "text":
-                return [WireEvent("text", text=payload.get("text") or "")]
-            if payload.get("type") == "think":
-                return [WireEvent("think", text=payload.get("think") or "")]
-            return []
-        if kind == "ToolCall":
-            function = payload.get("function") or {}
-            return [
-                WireEvent(
-                    "tool_call",
-                    call_id=payload.get("id") or "",
-                    name=function.get("name") or "",
-                    arguments=function.get("arguments") or "",
+        match message.get("type"):
+            case "TurnBegin":
+                parts = payload.get("user_input") or []
+                text = (
+                    parts
+                    if isinstance(parts, str)
+                    else "".join(p.get("text", "") for p in parts if isinstance(p, dict))
                 )
-            ]
-        if kind == "ToolResult":
-            value = payload.get("return_value") or {}
-            summary = value.get("message") or value.get("output") or ""
-            return [
-                WireEvent(
-                    "tool_result",
-                    call_id=payload.get("tool_call_id") or "",
-                    text=str(summary),
-                    is_error=bool(value.get("is_error")),
-                )
-            ]
-        if kind == "StatusUpdate":
-            usage = payload.get("token_usage") or {}
-            if usage:
+                return [TurnBegin(text)]
+            case "StepBegin":
+                return [StepBegin()]
+            case "ContentPart":
+                return _content_part(payload)
+            case "ToolCall":
+                function = payload.get("function") or {}
+                call_id, name = payload.get("id") or "", function.get("name") or ""
+                return [ToolCall(call_id, name, function.get("arguments") or "")]
+            case "ToolResult":
+                value = payload.get("return_value") or {}
+                summary = value.get("message") or value.get("output") or ""
                 return [
-                    WireEvent(
-                        "usage",
-                        input_tokens=int(usage.get("input_other", 0))
-                        + int(usage.get("input_cache_read", 0))
-                        + int(usage.get("input_cache_creation", 0)),
-                        output_tokens=int(usage.get("output", 0)),
-                        extra={"message_id": payload.get("message_id")},
-                    )
+                    ToolResult(payload.get("tool_call_id") or "", str(summary), bool(value.get("is_error")))
                 ]
-            return []
-        if kind == "TurnEnd":
-            return [WireEvent("turn_end")]
+            case "StatusUpdate":
+                return _token_usage(payload)
+            case "TurnEnd":
+                return [TurnEnd()]
         return []
 
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         keys = _EDIT_TOOLS.get(name, ())
         return [str(arguments[k]) for k in keys if isinstance(arguments.get(k), str)]
+
+
+def _content_part(payload: dict[str, Any]) -> list[WireEvent]:
+    if payload.get("type") == "text":
+        return [TextPart(payload.get("text") or "")]
+    if payload.get("type") == "think":
+        return [ThinkPart(payload.get("think") or "")]
+    return []
+
+
+def _token_usage(payload: dict[str, Any]) -> list[WireEvent]:
+    usage = payload.get("token_usage") or {}
+    if not usage:
+        return []
+    return [
+        TokenUsage(
+            input_tokens=int(usage.get("input_other", 0))
+            + int(usage.get("input_cache_read", 0))
+            + int(usage.get("input_cache_creation", 0)),
+            output_tokens=int(usage.get("output", 0)),
+            message_id=payload.get("message_id"),
+        )
+    ]
 
 
 def _menu_number(lines: list[str], predicate) -> int | None:

@@ -11,8 +11,10 @@ from pathlib import Path
 from .. import tracker
 from ..config import Settings, state_dir
 from ..drivers.base import Driver
-from ..models import Evidence, TaskResult, TruncatedItem
-from ..session import TurnTrace
+from ..models import Evidence, TaskResult, ToolCallTrace, TruncatedItem
+from ..secrets import touches_secret, withhold_arguments
+from ..session import CallRecord, TurnTrace
+from ..session._wirelog import trim
 from ..workspace import kimi_state_dirs
 
 
@@ -34,7 +36,7 @@ def build_evidence(
             files_read.append(shown)
     return Evidence(
         files_read=files_read,
-        tools_run=trace.tool_traces(redact),
+        tools_run=tool_traces(trace, redact),
         incomplete_trace=any(call.result is None for call in trace.calls.values()),
     )
 
@@ -72,3 +74,26 @@ def fill_changes(
         )
         for item in report.truncated
     ]
+
+
+TRIM = 2_000  # characters of a call's arguments or result reported
+
+
+def tool_traces(trace: TurnTrace, redact: Callable[[str], str]) -> list[ToolCallTrace]:
+    """The calls in the order Kimi made them; ``redact`` is applied before long texts are cut (so no cut
+    leaves half a secret)."""
+    return [_call_trace(call, redact) for call in trace.calls.values()]
+
+
+def _call_trace(call: CallRecord, redact: Callable[[str], str]) -> ToolCallTrace:
+    arguments, result = call.arguments, call.result
+    if touches_secret(arguments):
+        arguments = withhold_arguments(arguments)
+        result = None if result is None else "[withheld: the call touched a secret file]"
+    return ToolCallTrace(
+        name=call.name,
+        arguments=trim(redact(arguments), TRIM),
+        result=None if result is None else trim(redact(result), TRIM),
+        is_error=call.is_error,
+        approval=call.approval,  # type: ignore[arg-type]
+    )

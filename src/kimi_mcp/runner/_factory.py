@@ -7,13 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import tracker
-from .._policy import ApprovalPolicy
 from ..config import Settings
 from ..drivers import KimiInstall, make_driver
 from ..drivers.base import LoginOptions
 from ..message import check_size, prepare
 from ..secrets import Redactor, configured_secrets
-from ..session import KimiSession
+from ..session import ApprovalPolicy, KimiSession
 from ._pool import StandbyKey
 
 

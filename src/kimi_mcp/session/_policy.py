@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .drivers.base import ToolKind
+from ..drivers.base import ToolKind
 
 
 def is_inside(workspace: Path, target: str) -> bool:

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from ._logging import get_logger
+from .._logging import get_logger
 
 log = get_logger("proc")
 

@@ -1,0 +1,320 @@
+"""KimiSession: one Kimi TUI process, started, given a turn, and closed, through states it checks.
+
+new → starting (→ setup) → ready → waiting → collected → closed. Like ``pexpect.replwrap``, one clear idea
+decides when the other side is ready: the *driver* says what the screen means and where the session log
+is; the session only moves through the states. The end of a turn comes from the session log
+(``TurnEnd``), never from guessing at the screen; the screen is used for what the log does not record
+(readiness, approval panels, error lines) and to confirm that Kimi is idle before anything else is typed.
+
+The parts: ``_terminal`` (pty and screen), ``_wirelog`` (the session log), ``_turn`` (one turn),
+``_approvals`` (approval panels), ``_policy`` (what is approved), ``_proc`` (process-tree cleanup).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .._logging import get_logger
+from ..drivers.base import Driver, LoginOptions, ScreenState
+from ..errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from ..secrets import Redactor
+from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
+from ._policy import ApprovalPolicy
+from ._terminal import POLL, Terminal
+from ._turn import INTERRUPT_WAIT, Turn
+from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail
+
+__all__ = [
+    "PANEL_GRACE",
+    "UNMATCHED_WAIT",
+    "ApprovalPolicy",
+    "CallRecord",
+    "KimiSession",
+    "State",
+    "TurnTrace",
+    "WireTail",
+]
+
+log = get_logger("session")
+
+TRUST_PAUSE = 0.3  # seconds after answering the trust prompt
+
+
+class State(enum.Enum):
+    """Where the session is; each public method checks it (see the notes)."""
+
+    NEW = "new"  # built; start() may run (nothing else)
+    STARTING = "starting"  # spawned, waiting for the input box (abort phase "startup")
+    SETUP = "setup"  # the automated login runs (abort phase "setup")
+    READY = "ready"  # the input box is idle: run_turn(), usable() and rebind() act only here
+    WAITING = "waiting"  # a prompt is out (abort phase "turn")
+    COLLECTED = "collected"  # the turn is over; close() or kill() remain
+    CLOSED = "closed"  # close() ran; a second close() does nothing
+
+
+_PHASES = {State.STARTING: "startup", State.SETUP: "setup", State.WAITING: "turn"}
+
+
+class KimiSession:
+    """Drive one interactive Kimi process. Blocking: call from a worker thread, not the event loop."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        workspace: Path,
+        *,
+        env: dict[str, str],
+        policy: ApprovalPolicy,
+        deadline: float,
+        startup_timeout: float = 60.0,
+        cancel: threading.Event | None = None,
+        on_progress: Callable[[str], None] | None = None,
+        redact: Redactor | None = None,
+        transcript_dir: str | None = None,
+        login: LoginOptions | None = None,
+    ) -> None:
+        self.driver = driver
+        self.workspace = workspace
+        self.env = driver.environment(env)
+        self.policy = policy
+        self.deadline = deadline
+        self.startup_timeout = startup_timeout
+        self.cancel = cancel or threading.Event()
+        self.state = State.NEW
+        self._on_progress = on_progress or (lambda _msg: None)
+        self._redactor = redact or Redactor()
+        self._login = login
+        self._logged_in_here = False
+        self._startup_limit = math.inf
+        self.term = Terminal(
+            driver,
+            redact=self._redact,
+            checkpoint=self._check_abort,
+            deadline=lambda: self.deadline,
+            transcript_dir=transcript_dir,
+        )
+        self.wire = SessionLog(
+            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress
+        )
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress)
+        if login is not None:
+            self._redactor.add([login.api_key])
+
+    @property
+    def session_id(self) -> str | None:
+        return self.wire.session_id
+
+    @property
+    def trace(self) -> TurnTrace:
+        """The current (or last) turn."""
+        return self.wire.trace
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Spawn Kimi and wait until its input box is ready (running setup when it is not logged in)."""
+        if self.state is not State.NEW:
+            raise SessionError(f"cannot start Kimi in state {self.state.value}")
+        self.state = State.STARTING
+        argv = self.driver.argv(read_only=self.policy.read_only)
+        log.info("spawning %s in %s", " ".join(argv), self.workspace)
+        started = time.monotonic()
+        self.wire.exclude_existing()
+        self.term.spawn(argv, self.workspace, self.env)
+        self._progress(f"starting Kimi ({self.driver.name} {self.driver.install.version})")
+        self._startup_limit = min(self.deadline, started + self.startup_timeout)
+        while (screen := self._next_screen()) is not ScreenState.READY:
+            if screen is ScreenState.TRUST:
+                self.term.write(self.driver.trust_key)
+                self.term.sleep(TRUST_PAUSE)
+            else:
+                self._log_in()
+        self.wire.session_id = self.driver.session_id(self.term.screen.text)
+        ready_after = time.monotonic() - started
+        self.state = State.READY
+        self._progress(f"Kimi ready after {ready_after:.1f}s")
+        log.info("kimi ready after %.2fs, session %s", ready_after, self.session_id)
+
+    def _next_screen(self) -> ScreenState:
+        """The next startup screen that needs something: the trust prompt, a login, or the input box (a
+        stale "not set" left on screen after our own login counts as ready)."""
+        seen = ScreenState.STARTING
+
+        def actionable() -> bool:
+            nonlocal seen
+            self._check_abort()
+            if self.term.eof:
+                raise SessionError(
+                    "Kimi exited during startup",
+                    details={"screen": self._redact(self.term.screen.tail[-1500:])},
+                    suggestion="Run `kimi` by hand in the workspace to see why it does not start.",
+                )
+            seen = self.driver.classify(self.term.screen.lines)
+            if seen is ScreenState.NOT_LOGGED_IN and self._logged_in_here:
+                seen = ScreenState.READY
+            return seen in (ScreenState.TRUST, ScreenState.NOT_LOGGED_IN, ScreenState.READY)
+
+        self.term.until(actionable, math.inf, poll=POLL * 2)
+        return seen
+
+    def _log_in(self) -> None:
+        if self._login is None:
+            raise AuthError(
+                "Kimi is not logged in (no model configured) and MOONSHOT_API_KEY is not set",
+                details={"dialect": self.driver.name},
+                suggestion=(
+                    "Either set MOONSHOT_API_KEY in the server's environment (or its .env) so kimi-mcp logs "
+                    "Kimi in automatically, or run `kimi` once by hand and log in with /login."
+                ),
+            )
+        self.state = State.SETUP
+        self._progress(f"Kimi is not logged in; logging in to {self._login.platform} with MOONSHOT_API_KEY")
+        log.info("running the automated login (%s, platform %s)", self.driver.name, self._login.platform)
+        try:
+            model = self.driver.login(self.term, self._login)
+        except KimiMCPError as exc:
+            exc.message = self._redact(exc.message)
+            exc.details = {k: self._redact(v) if isinstance(v, str) else v for k, v in exc.details.items()}
+            raise
+        self._logged_in_here = True
+        self._progress(f"logged in; model {model}")
+        log.info("automated login done; model %s", model)
+        self.state = State.STARTING
+
+    def close(self) -> None:
+        """Exit Kimi cleanly if possible; in every case leave no process behind."""
+        if not self.term.started or self.state is State.CLOSED:
+            self.state = State.CLOSED
+            return
+        known = []
+        try:
+            known = self.term.processes()
+            if self.term.alive() and not self.term.eof:
+                if self.trace.begun and not self.trace.ended:
+                    self._interrupt(INTERRUPT_WAIT)
+                clear = self.driver.clear_input_sequence()  # stray text on the prompt blocks the exit keys
+                exits = [self.driver.exit_sequence(), clear + self.driver.exit_sequence()]
+                self.term.leave([*exits, clear + self.driver.exit_retry_sequence()], self.wire.read)
+        except Exception as exc:  # cleanup must go on whatever happened
+            log.warning("graceful exit failed: %s", exc)
+        finally:
+            self.term.terminate(known, grace=5.0)
+            self.term.save_transcript(self.session_id)
+            self.state = State.CLOSED
+            log.info("session closed (exit status %s)", self.term.exit_status)
+
+    def kill(self, grace: float = 1.0) -> None:
+        """Stop Kimi now without the exit dialogue (a standby that never ran a turn, or server shutdown)."""
+        self.term.kill(grace)
+
+    def __enter__(self) -> KimiSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- standby (a ready session kept for a later call) ----------------------------------------------
+    def rebind(
+        self,
+        *,
+        deadline: float,
+        cancel: threading.Event,
+        on_progress: Callable[[str], None] | None = None,
+        redact: Redactor | None = None,
+    ) -> None:
+        """Hand the session to another caller: its deadline, cancellation, progress reporting and the
+        secrets it masks (when given).
+
+        Session logs that appeared while it waited (other calls' sessions) are not this session's.
+        """
+        self.deadline = deadline
+        self.cancel = cancel
+        self._on_progress = on_progress or (lambda _msg: None)
+        if redact is not None:
+            self._redactor = redact
+        if self.state is State.READY and not self.wire.found:
+            self.wire.exclude_existing()
+
+    def idle_until(self, stop: threading.Event) -> None:
+        """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
+        if not stop.is_set() and not self.term.eof:
+            self.term.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
+
+    def usable(self, limit: float) -> bool:
+        """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
+        if self.state is not State.READY or self.term.eof or not self.term.alive():
+            return False
+        return self.term.wait_idle(limit, self.wire.read)
+
+    # -- one turn ------------------------------------------------------------------------------------
+    def run_turn(self, prompt: str) -> TurnTrace:
+        """Submit ``prompt`` and return once the session log reports the end of the turn."""
+        if self.state is not State.READY:
+            raise SessionError(f"cannot submit a prompt in state {self.state.value}")
+        self.state = State.WAITING
+        self.wire.begin_turn(prompt)
+        turn = self._turn(prompt)
+        turn.watch()
+        self.state = State.COLLECTED
+        return turn.collect()
+
+    def _turn(self, prompt: str) -> Turn:
+        return Turn(
+            prompt,
+            term=self.term,
+            wire=self.wire,
+            approvals=self.approvals,
+            progress=self._progress,
+            redact=self._redact,
+            checkpoint=self._check_abort,
+            interrupt=self._interrupt,
+        )
+
+    # -- stopping --------------------------------------------------------------------------------------
+    def _check_abort(self) -> None:
+        """Stop when the caller cancelled, or when the time for the current state (startup, turn) is up."""
+        phase = _PHASES.get(self.state, self.state.value)
+        if self.cancel.is_set():
+            self._interrupt(INTERRUPT_WAIT)
+            raise TaskCancelled("the tool call was cancelled", details={"phase": phase})
+        limits = {State.STARTING: self._startup_limit, State.WAITING: self.deadline}
+        if time.monotonic() < limits.get(self.state, math.inf):
+            return
+        if self.state is State.WAITING:
+            self._progress("time is up; interrupting Kimi")
+            self._interrupt(INTERRUPT_WAIT)
+            raise TaskTimeout(
+                "Kimi did not finish the turn in time",
+                details={"phase": phase, "screen": self._redact(self.term.screen.tail[-800:])},
+            )
+        raise SessionError(
+            "Kimi did not become ready in time",
+            details={"phase": phase, "screen": self._redact(self.term.screen.tail[-1500:])},
+            suggestion="Run `kimi` by hand in the workspace to see what it waits for.",
+            retryable=True,
+        )
+
+    def _interrupt(self, wait: float) -> None:
+        """Interrupt a running turn and give Kimi a moment to log its end."""
+        if not self.term.started or self.term.eof or not self.trace.begun or self.trace.ended:
+            return
+
+        def ended() -> bool:
+            self.wire.read()
+            return self.trace.ended or self.term.eof
+
+        with contextlib.suppress(Exception):
+            self.term.write(self.driver.interrupt_key)
+            self.term.until(ended, wait)
+
+    def _progress(self, message: str) -> None:
+        """Tell the caller what is happening (progress notifications), secrets masked."""
+        self._on_progress(self._redactor(message))
+
+    def _redact(self, text: str) -> str:
+        return self._redactor(text)

@@ -1,0 +1,186 @@
+"""One turn: type the prompt, watch the session log and the screen until the log says the turn ended."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from .._logging import get_logger
+from ..drivers.base import Driver, ScreenState
+from ..errors import AuthError, SessionError
+from ._approvals import Answer, Approvals
+from ._terminal import Terminal
+from ._wirelog import SessionLog, TurnTrace
+
+log = get_logger("session")
+
+INTERRUPT_WAIT = 2.0  # seconds Kimi has to log the end of an interrupted turn
+QUESTION_PAUSE = 0.5  # seconds after dismissing a question
+AUTH_ERROR_AFTER = 0.5  # a ready screen this long after the submit may show why the turn never began
+RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is submitted again
+NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
+COLLECT_IDLE = 3.0  # seconds to wait for the idle screen that shows an error when the turn had no answer
+
+
+class Turn:
+    """One prompt, from typing it to the end the session log reports (into ``wire.trace``, begun by the
+    caller). ``checkpoint`` raises when the caller cancelled or time is up; ``interrupt`` stops Kimi's
+    turn."""
+
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        term: Terminal,
+        wire: SessionLog,
+        approvals: Approvals,
+        progress: Callable[[str], None],
+        redact: Callable[[str], str],
+        checkpoint: Callable[[], None],
+        interrupt: Callable[[float], None],
+    ) -> None:
+        self.prompt = prompt
+        self.term = term
+        self.wire = wire
+        self.driver: Driver = wire.driver
+        self.approvals = approvals
+        self._progress = progress
+        self._redact = redact
+        self._checkpoint = checkpoint
+        self._interrupt = interrupt
+        self.mark = term.screen.total_chars  # echoes and errors are looked for after this screen position
+        self.submitted = 0.0
+        self.verified = self.resubmitted = self.busy_seen = False
+        self.panel_seen: float | None = None  # when the approval panel on screen appeared
+        self.answered: dict[str, Answer] = {}
+
+    @property
+    def trace(self) -> TurnTrace:
+        return self.wire.trace
+
+    def watch(self) -> None:
+        """Submit the prompt and return when the session log reports the end of the turn."""
+        self.term.play(self.driver.submit_sequence(self.prompt))
+        self.submitted = time.monotonic()
+        self._progress("prompt sent; Kimi is working")
+        self.term.until(self._look, math.inf)
+
+    def collect(self) -> TurnTrace:
+        """The trace, with the error a turn without an answer shows on screen, or the unmatched panels."""
+        trace = self.trace
+        if not trace.output:
+            # No answer text: Kimi may have printed an error instead. Errors are committed to the screen
+            # shortly after the turn ends, so wait for the idle screen before reading them.
+            self.term.wait_idle(COLLECT_IDLE, self.wire.read)
+            trace.error = self.driver.screen_error(self.term.screen.tail_since(self.mark))
+        if trace.unmatched and trace.error is None:
+            trace.error = SessionError(
+                f"kimi-mcp rejected {len(trace.unmatched)} approval request(s) it could not match to a "
+                "tool call in Kimi's session log, so the turn may be missing work Kimi meant to do",
+                details={"rejected_tools": list(trace.unmatched)},
+                suggestion="Retry the call; the files changed so far are listed in this result.",
+                retryable=True,
+            )
+        self._progress("turn finished")
+        return trace
+
+    def _look(self) -> bool:
+        """One look at the log and the screen, acting on what is there; True once the turn ended."""
+        self._checkpoint()
+        self.wire.read()
+        trace = self.trace
+        if trace.begun and not self.verified:
+            self._verify_received()
+            self.verified = True
+        if trace.ended:
+            return True
+        if self.term.eof:
+            err = self.driver.screen_error(self.term.screen.tail_since(self.mark))
+            raise err or SessionError(
+                "Kimi exited in the middle of the turn",
+                details={"screen": self._redact(self.term.screen.tail[-1500:])},
+            )
+        state = self.driver.classify(self.term.screen.lines)
+        now = time.monotonic()
+        self.busy_seen = self.busy_seen or state is ScreenState.BUSY
+        if state is ScreenState.APPROVAL:
+            self.panel_seen = self.panel_seen or now
+            self.approvals.answer(self.panel_seen, self.answered)
+            return trace.ended
+        self.panel_seen = None
+        if state is ScreenState.QUESTION:
+            self._progress("Kimi asked a question; dismissing it (no human in the loop)")
+            self.term.write(self.driver.dismiss_question_key)
+            self.term.sleep(QUESTION_PAUSE)
+            return trace.ended
+        self._unstick(state, now)
+        return trace.ended
+
+    def _unstick(self, state: ScreenState, now: float) -> None:
+        """A turn that does not begin, or has no log: an auth error on screen ends it, a message that
+        did not arrive is submitted again, an idle screen ends a turn no session log was found for."""
+        since = self.term.screen.tail_since(self.mark)
+        waited = now - self.submitted
+        if not self.trace.begun and state is ScreenState.READY and waited > AUTH_ERROR_AFTER:
+            err = self.driver.screen_error(since)
+            if isinstance(err, AuthError):
+                raise err
+        if (
+            not self.trace.begun
+            and not self.resubmitted
+            and waited > RESUBMIT_AFTER
+            and not self.driver.echo_seen(since, self.prompt)
+        ):
+            self._resubmit()
+            self.resubmitted = True
+        if (
+            not self.wire.found
+            and self.busy_seen
+            and state is ScreenState.READY
+            and waited > NO_LOG_END_AFTER
+            and now - self.term.last_activity > NO_LOG_QUIET
+        ):
+            log.warning("no session log found; ending the turn on the screen going idle")
+            self.trace.ended = True
+            self.trace.ended_at = time.perf_counter()
+
+    def _resubmit(self) -> None:
+        """The message shows no sign of having been taken: press Enter again if it still sits in the
+        input box, else type it again (the keys were lost). It is inert text either way."""
+        if self.driver.input_pending(self.term.screen.lines):
+            log.warning("the message was not submitted after 5s; pressing Enter again")
+            self.term.write("\r")
+        else:
+            log.warning("the message did not arrive after 5s; typing it again")
+            self.term.play(self.driver.submit_sequence(self.prompt))
+
+    def _verify_received(self) -> None:
+        """The turn began: Kimi must have received exactly our message, else the turn is stopped."""
+        received = self.trace.received or ""
+        got, sent = _trimmed(received), _trimmed(self.prompt)
+        if got == sent:
+            return
+        at = next(
+            (i for i, (a, b) in enumerate(zip(got, sent, strict=False)) if a != b), min(len(got), len(sent))
+        )
+        log.warning("Kimi received a different message (first difference at %d); stopping the turn", at)
+        self._interrupt(INTERRUPT_WAIT)
+        raise SessionError(
+            "Kimi did not receive the message as sent, so the turn was stopped",
+            details={
+                "sent_chars": len(self.prompt),
+                "received_chars": len(received),
+                "first_difference_at": at,
+                "sent_near": self._redact(sent[max(0, at - 40) : at + 40]),
+                "received_near": self._redact(got[max(0, at - 40) : at + 40]),
+            },
+            suggestion="Retry the call; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and "
+            "report it.",
+            retryable=True,
+        )
+
+
+def _trimmed(text: str) -> str:
+    """What both TUIs trim from a message (JavaScript's ``trim`` also takes U+FEFF)."""
+    return text.strip().strip("\ufeff").strip()

@@ -1,0 +1,208 @@
+"""The session's states are checked, the abort phase follows them, and the terminal's one wait primitive
+behaves (no pty: a scripted child stands in for Kimi)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from kimi_mcp.drivers.base import KimiInstall, TurnBegin
+from kimi_mcp.drivers.legacy import LegacyDriver
+from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
+from kimi_mcp.session import ApprovalPolicy, KimiSession, State
+from kimi_mcp.session._terminal import Terminal
+
+
+def driver() -> LegacyDriver:
+    return LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
+
+
+def session(tmp_path: Path, deadline: float = 60.0) -> KimiSession:
+    return KimiSession(
+        driver(),
+        tmp_path,
+        env={"HOME": str(tmp_path)},
+        policy=ApprovalPolicy(tmp_path, read_only=False),
+        deadline=time.monotonic() + deadline,
+    )
+
+
+class Child:
+    """What Kimi prints, chunk by chunk; then silence (or the end of its output)."""
+
+    def __init__(self, *chunks: str, eof: bool = False) -> None:
+        self.chunks = list(chunks)
+        self.eof = eof
+        self.sent: list[str] = []
+
+    def read_nonblocking(self, size: int, timeout: float) -> str:
+        if self.chunks:
+            return self.chunks.pop(0)
+        if self.eof:
+            raise pexpect.EOF("gone")
+        time.sleep(min(timeout, 0.005))
+        raise pexpect.TIMEOUT("nothing")
+
+    def send(self, data: str) -> None:
+        self.sent.append(data)
+
+
+def terminal(child: Child, **hooks) -> Terminal:
+    term = Terminal(driver(), redact=lambda text: text.replace("sk-secret", "***"), **hooks)
+    term._child = child  # type: ignore[assignment]
+    return term
+
+
+# ---------------------------------------------------------------------------------------------- states
+
+
+def test_a_turn_needs_a_ready_session(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    assert kimi.state is State.NEW
+    with pytest.raises(SessionError, match="cannot submit a prompt in state new"):
+        kimi.run_turn("hello")
+    kimi.state = State.COLLECTED  # one turn per session
+    with pytest.raises(SessionError, match="in state collected"):
+        kimi.run_turn("hello")
+    assert kimi.usable(0.1) is False
+
+
+def test_start_runs_once(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    kimi.state = State.READY
+    with pytest.raises(SessionError, match="cannot start Kimi in state ready"):
+        kimi.start()
+
+
+def test_close_without_a_process_closes_once(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    kimi.close()
+    assert kimi.state is State.CLOSED
+    kimi.close()
+    kimi.kill()
+    assert kimi.state is State.CLOSED
+
+
+@pytest.mark.parametrize(
+    ("state", "phase"), [(State.STARTING, "startup"), (State.SETUP, "setup"), (State.WAITING, "turn")]
+)
+def test_cancellation_names_the_phase_of_the_state(tmp_path: Path, state: State, phase: str) -> None:
+    kimi = session(tmp_path)
+    kimi.state = state
+    kimi.cancel.set()
+    with pytest.raises(TaskCancelled) as info:
+        kimi._check_abort()
+    assert info.value.details["phase"] == phase
+
+
+def test_time_limits_follow_the_state(tmp_path: Path) -> None:
+    kimi = session(tmp_path, deadline=-1.0)  # the caller's time is up
+    kimi.state = State.SETUP
+    kimi._check_abort()  # the login waits end on their own (an AuthError naming the screen)
+    kimi.state = State.WAITING
+    with pytest.raises(TaskTimeout):
+        kimi._check_abort()
+    kimi.state = State.STARTING
+    kimi._check_abort()  # the startup limit is set when Kimi is spawned
+    kimi._startup_limit = time.monotonic() - 1
+    with pytest.raises(SessionError, match="did not become ready in time") as info:
+        kimi._check_abort()
+    assert info.value.retryable is True and info.value.details["phase"] == "startup"
+
+
+def test_a_standby_taken_later_ignores_logs_that_appeared_meanwhile(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    calls: list[str] = []
+    kimi.wire.exclude_existing = lambda: calls.append("listed")  # type: ignore[method-assign]
+    kimi.rebind(deadline=time.monotonic() + 5, cancel=threading.Event())
+    assert calls == []  # not ready: nothing to hand over
+    kimi.state = State.READY
+    kimi.rebind(deadline=time.monotonic() + 5, cancel=threading.Event())
+    assert calls == ["listed"]
+
+
+# ----------------------------------------------------------------------------------- the wait primitive
+
+
+def test_until_looks_after_each_read_until_done_or_time_is_up() -> None:
+    term = terminal(Child("one", "two"))
+    looks: list[str] = []
+    assert term.until(lambda: looks.append(term.screen.tail) or "two" in term.screen.tail, 5.0)
+    assert looks == ["onetwo"]  # one read takes everything already written
+    started = time.monotonic()
+    assert term.until(lambda: False, 0.05) is False
+    assert time.monotonic() - started >= 0.05
+
+
+def test_sleep_keeps_reading_and_zero_does_nothing() -> None:
+    child = Child("late output")
+    term = terminal(child)
+    term.sleep(0)
+    assert child.chunks == ["late output"]
+    term.sleep(0.03)
+    assert term.screen.tail == "late output" and term.last_activity > 0
+
+
+def test_wait_for_matches_the_screen_or_the_output_since_the_last_send() -> None:
+    child = Child()
+    term = terminal(child)
+    term.send("/login\r")
+    child.chunks = ["Select a platform\r\n", "1. Kimi\r\n"]
+    index, match = term.wait_for([r"Enter your API key", r"Select a (\w+)"], 5)
+    assert (index, match.group(1)) == (1, "platform") and child.sent == ["/login\r"]
+
+
+def test_wait_for_gives_up_at_its_timeout_or_when_kimi_exits() -> None:
+    checks: list[int] = []
+    term = terminal(Child("sk-secret was shown"), checkpoint=lambda: checks.append(1))
+    with pytest.raises(AuthError) as info:
+        term.wait_for(["never"], 0.05)
+    assert info.value.retryable is True and "sk-secret" not in str(info.value.details)
+    assert checks  # the caller may cancel at every look
+    term = terminal(Child("bye", eof=True))
+    with pytest.raises(SessionError, match="exited during the automated login"):
+        term.wait_for(["never"], 5)
+
+
+def test_wait_for_never_outlasts_the_callers_deadline() -> None:
+    term = terminal(Child(), deadline=lambda: time.monotonic() + 0.05)
+    started = time.monotonic()
+    with pytest.raises(AuthError):
+        term.wait_for(["never"], 30)
+    assert time.monotonic() - started < 5
+
+
+def test_terminal_queries_are_answered_after_a_read_only_if_the_dialect_wants() -> None:
+    child = Child("\x1b[6n")  # cursor position request
+    term = terminal(child)
+    term.pump(0.01)
+    assert child.sent == ["\x1b[1;1R"]
+    child.chunks = ["\x1b[6n"]
+    term.pump(0.01, answer=False)  # during a write: kept for later
+    assert child.sent == ["\x1b[1;1R"]
+
+
+def test_wait_idle_wants_the_ready_screen_quiet_and_reads_the_log_meanwhile(tmp_path: Path) -> None:
+    box = "── input ──────\r\n> \r\n"
+    term = terminal(Child(box))
+    reads: list[int] = []
+    assert term.wait_idle(2.0, lambda: reads.append(1)) is True
+    assert time.monotonic() - term.last_activity >= 0.25 and reads
+    assert terminal(Child("⠋ Composing...\r\n" + box)).wait_idle(0.3, lambda: None) is False
+    assert terminal(Child(box, eof=True)).wait_idle(2.0, lambda: None) is False
+
+
+def test_a_turn_that_began_is_interrupted_until_its_end_is_logged(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    child = Child()
+    kimi.term._child = child  # type: ignore[assignment]
+    kimi._interrupt(0.05)
+    assert child.sent == []  # no turn running: nothing to interrupt
+    kimi.wire.apply(TurnBegin("x"))
+    started = time.monotonic()
+    kimi._interrupt(0.1)
+    assert child.sent == ["\x03"] and time.monotonic() - started >= 0.1

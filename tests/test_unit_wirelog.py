@@ -1,0 +1,223 @@
+"""Session-log folding without a pty: every event kind is handled, a turn folds as logged, and SessionLog finds
+and tails the right log file."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import typing
+from pathlib import Path
+
+import pytest
+
+from kimi_mcp.drivers.base import (
+    ApprovalRequest,
+    ApprovalResolved,
+    KimiInstall,
+    StepBegin,
+    TextPart,
+    ThinkPart,
+    TokenUsage,
+    ToolCall,
+    ToolResult,
+    TurnBegin,
+    TurnEnd,
+    WireEvent,
+)
+from kimi_mcp.drivers.legacy import LegacyDriver
+from kimi_mcp.session import TurnTrace, WireTail
+from kimi_mcp.session._wirelog import SEARCH_EVERY, SessionLog, fold
+
+SID = "3f2a9c1e-7b4d-4e8a-9c2f-1a2b3c4d5e6f"
+SAMPLE = {str: "x", int: 1, bool: True, "str | None": "x", "str": "x", "int": 1, "bool": True}
+
+
+def sample(kind: type) -> WireEvent:
+    """An instance of one event class, every field filled."""
+    return kind(**{f.name: SAMPLE[f.type] for f in dataclasses.fields(kind)})
+
+
+# ------------------------------------------------------------------------------------------ every kind
+
+
+def test_every_member_of_the_event_union_is_folded() -> None:
+    kinds = typing.get_args(WireEvent)
+    assert len(kinds) == 10 and all(dataclasses.is_dataclass(k) for k in kinds)
+    for kind in kinds:
+        for trace in (TurnTrace(), TurnTrace(begun=True, steps=[[]])):
+            fold(trace, sample(kind))  # an unhandled kind would reach assert_never and raise
+
+
+def test_an_event_kind_the_fold_does_not_know_is_caught() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Surprise:
+        text: str
+
+    with pytest.raises(AssertionError):
+        fold(TurnTrace(), Surprise("new in some Kimi"))  # type: ignore[arg-type]
+
+
+def test_events_are_immutable() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TextPart("a").text = "b"  # type: ignore[misc]
+
+
+# ------------------------------------------------------------------------------------------ one turn
+
+
+def test_a_turn_folds_as_logged() -> None:
+    trace = TurnTrace()
+    news = [
+        fold(trace, event)
+        for event in [
+            TextPart("before any step"),
+            TurnBegin("fix the bug"),
+            TurnBegin("a second message"),
+            StepBegin(),
+            ThinkPart("let me think"),
+            TextPart("Let me "),
+            TextPart("look."),
+            ToolCall("c1", "Shell", '{"command": "ls -la"}'),
+            ToolCall("c1", "Shell", ""),  # a repeat without arguments keeps the first ones
+            TokenUsage(100, 7),
+            ToolResult("c1", "a.txt", is_error=False),
+            ToolResult("unknown", "ignored", is_error=True),
+            StepBegin(),
+            TextPart("Done: "),
+            TextPart("fixed."),
+            StepBegin(),  # an empty last step: the answer is the last step with text
+            TokenUsage(50, 3, message_id="m2"),
+            TurnEnd("completed"),
+        ]
+    ]
+    assert [n for n in news if n] == ["Kimi runs Shell ls -la"]
+    assert trace.begun and trace.ended and trace.ended_at is not None
+    assert trace.received == "fix the bug"  # the first message of the turn
+    assert trace.output == "Done: fixed."
+    assert (trace.input_tokens, trace.output_tokens) == (150, 10)
+    (call,) = trace.calls.values()
+    assert (call.call_id, call.name, call.arguments) == ("c1", "Shell", '{"command": "ls -la"}')
+    assert (call.result, call.is_error, call.approval) == ("a.txt", False, "auto")
+
+
+def test_a_turn_end_before_the_turn_began_is_not_the_end() -> None:
+    trace = TurnTrace()
+    fold(trace, TurnEnd())
+    assert not trace.ended and trace.ended_at is None
+
+
+def test_an_approval_logged_before_its_call() -> None:
+    trace = TurnTrace()
+    fold(trace, TurnBegin("write it"))
+    news = fold(trace, ApprovalRequest("c1", "Write", json.dumps({"path": "/w/hello.txt"})))
+    assert news == "Kimi asks to run Write /w/hello.txt"
+    assert trace.calls["c1"].awaiting_approval is True
+    assert fold(trace, ApprovalRequest("c1", "Write", "{}")) is None  # the same call again: no news
+    fold(trace, ApprovalResolved("c1"))
+    assert trace.calls["c1"].awaiting_approval is False
+    assert fold(trace, ToolCall("c1", "Write", json.dumps({"path": "hello.txt", "content": "x"}))) is None
+    assert json.loads(trace.calls["c1"].arguments) == {"path": "hello.txt", "content": "x"}
+    fold(trace, ApprovalResolved("never-requested"))  # ignored
+    assert list(trace.calls) == ["c1"]
+
+
+def test_progress_names_what_a_call_touches_in_short() -> None:
+    trace = TurnTrace()
+    assert fold(trace, ToolCall("a", "Grep", json.dumps({"pattern": "x" * 300}))) == (
+        "Kimi runs Grep " + "x" * 120 + "… [180 more chars]"
+    )
+    assert fold(trace, ToolCall("b", "Task", "not json")) == "Kimi runs Task"
+    assert fold(trace, ToolCall("c", "Task", "[1]")) == "Kimi runs Task"
+
+
+# ----------------------------------------------------------------------------------- finding the log
+
+
+def legacy_log(tmp_path: Path, progress: list[str], screen: list[str]) -> SessionLog:
+    driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
+    env = {"KIMI_SHARE_DIR": str(tmp_path / "share"), "HOME": str(tmp_path)}
+    return SessionLog(driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append)
+
+
+def record(kind: str, payload: dict) -> str:
+    return json.dumps({"timestamp": 1.0, "message": {"type": kind, "payload": payload}}) + "\n"
+
+
+def prompt_record(text: str) -> str:
+    return record("TurnBegin", {"user_input": [{"type": "text", "text": text}]})
+
+
+def write_log(tmp_path: Path, sid: str, *lines: str) -> Path:
+    path = tmp_path / "share" / "sessions" / "0123abcd" / sid / "wire.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    return path
+
+
+def test_the_log_the_screen_names_is_tailed_and_folded(tmp_path: Path) -> None:
+    progress: list[str] = []
+    screen = ["Welcome"]
+    wire = legacy_log(tmp_path, progress, screen)
+    trace = wire.begin_turn("fix it")
+    wire.read()
+    assert not wire.found and wire.session_id is None
+    path = write_log(tmp_path, SID, prompt_record("fix it"))
+    screen[0] = f"Session: {SID}"
+    wire.read()
+    assert wire.found and wire.session_id == SID and trace.received == "fix it"
+    tool = {"function": {"name": "Shell", "arguments": '{"command": "ls"}'}}
+    with path.open("a") as handle:
+        handle.write(record("ToolCall", {"id": "c1", **tool}))
+        handle.write('{"timestamp": 2.0, "message": {"type": "TurnE')  # a line being written
+    wire.read()
+    assert list(trace.calls) == ["c1"] and progress == ["Kimi runs Shell ls"] and not trace.ended
+    with path.open("a") as handle:
+        handle.write('nd", "payload": {}}}\n')
+    wire.read()
+    assert trace.ended
+
+
+def test_without_an_id_on_screen_the_log_with_our_first_prompt_is_ours(tmp_path: Path) -> None:
+    screen = ["no session id shown"]
+    wire = legacy_log(tmp_path, [], screen)
+    older = write_log(tmp_path, "00000000-0000-0000-0000-000000000001", prompt_record("fix it"))
+    wire.exclude_existing()  # at spawn: an older session with the same prompt is not ours
+    write_log(tmp_path, "00000000-0000-0000-0000-000000000002", prompt_record("another call's prompt"))
+    ours = write_log(tmp_path, SID, record("StepBegin", {}) * 3, prompt_record("  fix it\n"))
+    wire.begin_turn("fix it")
+    wire.read()
+    assert wire.found and wire.session_id == SID
+    assert older.exists() and ours.exists() and wire.trace.received == "  fix it\n"
+
+
+def test_the_search_by_prompt_is_not_repeated_at_every_look(tmp_path: Path) -> None:
+    wire = legacy_log(tmp_path, [], ["no session id shown"])
+    wire.begin_turn("fix it")
+    wire.read()  # nothing there yet
+    write_log(tmp_path, SID, prompt_record("fix it"))
+    wire.read()
+    assert not wire.found  # searched a moment ago
+    time.sleep(SEARCH_EVERY + 0.05)
+    wire.read()
+    assert wire.found and wire.session_id == SID
+
+
+def test_a_new_turn_starts_a_new_trace(tmp_path: Path) -> None:
+    wire = legacy_log(tmp_path, [], [""])
+    first = wire.begin_turn("one")
+    wire.apply(TurnBegin("one"))
+    second = wire.begin_turn("two")
+    assert first.begun and not second.begun and wire.trace is second
+
+
+def test_the_tail_returns_complete_lines_only(tmp_path: Path) -> None:
+    path = tmp_path / "wire.jsonl"
+    tail = WireTail(path)
+    assert tail.poll() == []  # not there yet
+    path.write_text('{"a": 1}\n\n{"b"')
+    assert tail.poll() == ['{"a": 1}']
+    with path.open("a") as handle:
+        handle.write(": 2}\n")
+    assert tail.poll() == ['{"b": 2}']
+    assert tail.poll() == []
