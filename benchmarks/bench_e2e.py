@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 import kimi_install  # noqa: E402
 from fake_moonshot import FakeMoonshot, Reply  # noqa: E402

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import types
@@ -10,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 import kimi_install  # noqa: E402
 from fake_moonshot import FakeMoonshot  # noqa: E402
+from kimi_env import FAKE_KEY, KimiUnderTest, base_env, with_node  # noqa: E402, F401 - fixtures use them
 
 from kimi_mcp.tracker import _snapshot  # noqa: E402
-
-FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
 
 
 @pytest.fixture(scope="session")
@@ -71,24 +69,6 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def base_env(home: Path) -> dict[str, str]:
-    """The server's environment: the test runner's, minus anything that could reach a real API."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("KIMI_", "MOONSHOT_", "OPENAI_")) and k not in ("HOME", "XDG_CONFIG_HOME")
-    }
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        NO_PROXY="127.0.0.1,localhost",
-        FASTMCP_LOG_LEVEL="WARNING",
-        PYTHONWARNINGS="ignore",
-        KIMI_MCP_LOG_LEVEL="DEBUG",
-    )
-    return env
-
-
 @pytest.fixture
 def legacy_env(legacy_kimi: Path, fake: FakeMoonshot, home: Path) -> dict[str, str]:
     """A logged-in legacy Kimi (model from env vars) pointed at the fake API."""
@@ -100,12 +80,6 @@ def legacy_env(legacy_kimi: Path, fake: FakeMoonshot, home: Path) -> dict[str, s
         KIMI_MODEL_NAME="kimi-k2-fake",
         KIMI_MCP_TIMEOUT="120",
     )
-    return env
-
-
-def with_node(env: dict[str, str], node_bin: Path) -> dict[str, str]:
-    env = dict(env)
-    env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
@@ -126,23 +100,6 @@ def kimi_code_env(kimi_code: tuple[Path, Path], fake: FakeMoonshot, home: Path) 
         KIMI_MCP_TIMEOUT="120",
     )
     return env
-
-
-class KimiUnderTest:
-    """A dialect under test: its server environment and the names of its file/shell tools."""
-
-    def __init__(self, name: str, env: dict[str, str], home: Path) -> None:
-        self.name = name
-        self.env = env
-        self.home = home
-        self.write_tool = "WriteFile" if name == "legacy" else "Write"
-        self.shell_tool = "Shell" if name == "legacy" else "Bash"
-
-    def write(self, path: str, content: str) -> tuple[str, dict]:
-        return (self.write_tool, {"path": path, "content": content})
-
-    def shell(self, command: str) -> tuple[str, dict]:
-        return (self.shell_tool, {"command": command})
 
 
 @pytest.fixture(params=["legacy", "kimi-code"])

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
+from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
 
 pytestmark = pytest.mark.e2e

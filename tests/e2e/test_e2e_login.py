@@ -1,7 +1,7 @@
 """Automated first-run login with MOONSHOT_API_KEY (both dialects), through a real MCP client.
 
 Kimi's platform URLs are hard-coded https URLs; the tests redirect them to the suite's fake API with
-test-only means (tests/fakeplat/sitecustomize.py for legacy, tests/tls_proxy.py for Kimi Code). The
+test-only means (tests/helpers/fakeplat/sitecustomize.py for legacy, tests/helpers/tls_proxy.py for Kimi Code). The
 product code has no test hooks.
 """
 
@@ -11,14 +11,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_KEY, base_env, with_node
 from fake_moonshot import FakeMoonshot, Reply
+from kimi_env import FAKE_KEY, base_env, with_node
 from mcp_helpers import call_tool, processes_with_home
 from tls_proxy import TestCA, TLSProxy, proxy_env
 
 pytestmark = pytest.mark.e2e
 
-FAKEPLAT = Path(__file__).parent / "fakeplat"
+FAKEPLAT = Path(__file__).parents[1] / "helpers" / "fakeplat"
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ kimi-cli 1.50 hard-codes ``https://api.moonshot.cn/v1`` / ``https://api.moonshot
 
 Usage (child process environment)::
 
-    PYTHONPATH=<repo>/tests/fakeplat[:...]
+    PYTHONPATH=<repo>/tests/helpers/fakeplat[:...]
     KIMI_FAKE_PLATFORM_BASE_URL=http://127.0.0.1:PORT/v1
 
 Only when ``KIMI_FAKE_PLATFORM_BASE_URL`` is set, a ``sys.meta_path`` finder wraps the loader of

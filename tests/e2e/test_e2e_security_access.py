@@ -13,9 +13,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
+from kimi_env import KimiUnderTest
 from mcp_helpers import INITIALIZE, SERVER, call_tool, processes_with_home
 
 pytestmark = pytest.mark.e2e

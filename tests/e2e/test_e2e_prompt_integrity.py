@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import KimiUnderTest
 from fake_moonshot import FakeMoonshot, last_user_text
+from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
 
 pytestmark = pytest.mark.e2e

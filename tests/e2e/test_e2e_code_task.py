@@ -9,8 +9,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import FAKE_KEY, KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
+from kimi_env import FAKE_KEY, KimiUnderTest
 from mcp_helpers import call_tool, processes_with_home, with_client
 
 pytestmark = pytest.mark.e2e

@@ -13,7 +13,7 @@ import psutil
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: a raw JSON-RPC ``initialize`` request (tests that speak the protocol without an MCP client)
 INITIALIZE = {
     "jsonrpc": "2.0",

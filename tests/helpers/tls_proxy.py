@@ -18,7 +18,7 @@ machine: Kimi Code 2.1 also CONNECTs to ``code.kimi.com:443`` (its CDN, 3x at st
 ``proxy.refused`` with a 403 and Kimi carries on. ``127.0.0.1``/``localhost`` bypass the proxy (NO_PROXY),
 so ``KIMI_CODE_BASE_URL``/``KIMI_MODEL_BASE_URL`` pointing at the fake keep working alongside.
 
-Run directly for a manual session: ``python tests/tls_proxy.py --upstream-port 8765 --dir /tmp/tls``.
+Run directly for a manual session: ``python tests/helpers/tls_proxy.py --upstream-port 8765 --dir /tmp/tls``.
 """
 
 from __future__ import annotations

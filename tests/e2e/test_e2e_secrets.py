@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_KEY, KimiUnderTest
 from fake_moonshot import FakeMoonshot, Reply
+from kimi_env import FAKE_KEY, KimiUnderTest
 from mcp_helpers import call_tool
 
 pytestmark = pytest.mark.e2e

@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FAKE_KEY, base_env
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
+from kimi_env import FAKE_KEY, base_env
 from mcp_helpers import REPO, call_tool, processes_with_home
 
 pytestmark = pytest.mark.e2e

@@ -1,0 +1,50 @@
+"""What the tests share about a Kimi under test: the fake key, the server's base environment, the dialect's
+tool names."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """The server's environment: the test runner's, minus anything that could reach a real API."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("KIMI_", "MOONSHOT_", "OPENAI_")) and k not in ("HOME", "XDG_CONFIG_HOME")
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        NO_PROXY="127.0.0.1,localhost",
+        FASTMCP_LOG_LEVEL="WARNING",
+        PYTHONWARNINGS="ignore",
+        KIMI_MCP_LOG_LEVEL="DEBUG",
+    )
+    return env
+
+
+def with_node(env: dict[str, str], node_bin: Path) -> dict[str, str]:
+    env = dict(env)
+    env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+class KimiUnderTest:
+    """A dialect under test: its server environment and the names of its file/shell tools."""
+
+    def __init__(self, name: str, env: dict[str, str], home: Path) -> None:
+        self.name = name
+        self.env = env
+        self.home = home
+        self.write_tool = "WriteFile" if name == "legacy" else "Write"
+        self.shell_tool = "Shell" if name == "legacy" else "Bash"
+
+    def write(self, path: str, content: str) -> tuple[str, dict]:
+        return (self.write_tool, {"path": path, "content": content})
+
+    def shell(self, command: str) -> tuple[str, dict]:
+        return (self.shell_tool, {"command": command})
