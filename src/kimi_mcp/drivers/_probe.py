@@ -13,13 +13,17 @@ from pathlib import Path
 from ..errors import InstallError
 from .base import KimiInstall
 
-_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 _STUB_TEXT = "no longer maintained"
 _cache: dict[tuple[str, int, int, str], KimiInstall] = {}
 _cache_lock = threading.Lock()
 
 LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.50.0"
 KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
+LEGACY_OLDEST = (1, 31)  # --plan, the session log and the approval panels as driven here
+LEGACY_NEWEST = (1, 50)  # 1.51+ is the deprecation stub
+SUPPORTED = "legacy kimi-cli 1.31.0-1.50.0, or Kimi Code (0.43.1 and 2.x)"
+_LEGACY_BANNER = "kimi, version"  # what kimi-cli's --version prints; Kimi Code prints the bare version
 
 
 def find_binary(configured: str | None, env: dict[str, str]) -> str:
@@ -97,8 +101,8 @@ def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall
     static = installed_version(binary)
     if static is not None:
         version, dialect = static
-        output = f"kimi, version {version}" if dialect == "legacy" else version
-        install = _classify(binary, output, 0, forced)
+        output = f"{_LEGACY_BANNER} {version}" if dialect == "legacy" else version
+        install = _classify(binary, output, 0, forced, known=dialect)
         with _cache_lock:
             _cache[key] = install
         return install
@@ -121,7 +125,10 @@ def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall
     return install
 
 
-def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiInstall:
+def _classify(
+    binary: str, output: str, returncode: int, forced: str, known: str | None = None
+) -> KimiInstall:
+    """The install ``output`` (of ``--version``) describes; ``known``: the dialect from the package name."""
     tail = output[-800:]
     if _STUB_TEXT in output:
         version = _VERSION.search(output)
@@ -135,12 +142,33 @@ def _classify(binary: str, output: str, returncode: int, forced: str) -> KimiIns
             f"`{binary} --version` did not report a version{hint}",
             details={"kimi_bin": binary, "returncode": returncode, "version_output": tail},
         )
-    major, minor = int(match.group(1)), int(match.group(2))
-    detected = "kimi-code" if major >= 2 else "legacy"
-    if detected == "legacy" and (major, minor) > (1, 50):
-        raise _stub_error(binary, match.group(0), {"version": match.group(0)})
-    dialect = detected if forced == "auto" else forced
-    return KimiInstall(binary=binary, version=match.group(0), dialect=dialect)  # type: ignore[arg-type]
+    version = match.group(0)
+    dialect = known or _dialect_of(output, int(match.group(1)))
+    if dialect == "legacy":
+        _check_legacy(binary, version, (int(match.group(1)), int(match.group(2))))
+    chosen = dialect if forced == "auto" else forced
+    return KimiInstall(binary=binary, version=version, dialect=chosen)  # type: ignore[arg-type]
+
+
+def _dialect_of(output: str, major: int) -> str:
+    """Without package metadata: kimi-cli prints ``kimi, version X``; Kimi Code prints the bare version
+    (0.x is Kimi Code's pre-2.0 numbering, the same product)."""
+    if _LEGACY_BANNER in output.lower():
+        return "legacy"
+    return "kimi-code" if major >= 2 or major == 0 else "legacy"
+
+
+def _check_legacy(binary: str, version: str, major_minor: tuple[int, int]) -> None:
+    if major_minor > LEGACY_NEWEST:
+        raise _stub_error(binary, version, {"version": version})
+    if major_minor < LEGACY_OLDEST:
+        raise InstallError(
+            f"{binary} is kimi-cli {version}, older than kimi-mcp supports ({SUPPORTED})",
+            details={"kimi_bin": binary, "version": version},
+            suggestion=(
+                f"Upgrade to the last legacy release ({LEGACY_REMEDY}) or install Kimi Code ({KIMI_CODE_REMEDY})."
+            ),
+        )
 
 
 def _stub_error(binary: str, version: str, details: dict[str, str]) -> InstallError:
