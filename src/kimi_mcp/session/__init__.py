@@ -96,7 +96,7 @@ class KimiSession:
             driver,
             redact=self._redact,
             checkpoint=self._check_abort,
-            deadline=lambda: self.deadline,
+            deadline=self._time_limit,
             transcript_dir=transcript_dir,
         )
         self.wire = SessionLog(
@@ -276,15 +276,27 @@ class KimiSession:
         )
 
     # -- stopping --------------------------------------------------------------------------------------
+    def _time_limit(self) -> float:
+        """When the current state's time is up: start-up and login share the start-up limit (never more
+        than the call's deadline), a turn has the call's deadline."""
+        if self.state in (State.STARTING, State.SETUP):
+            return self._startup_limit
+        return self.deadline if self.state is State.WAITING else math.inf
+
     def _check_abort(self) -> None:
         """Stop when the caller cancelled, or when the time for the current state (startup, turn) is up."""
         phase = _PHASES.get(self.state, self.state.value)
         if self.cancel.is_set():
             self._interrupt(INTERRUPT_WAIT)
             raise TaskCancelled("the tool call was cancelled", details={"phase": phase})
-        limits = {State.STARTING: self._startup_limit, State.WAITING: self.deadline}
-        if time.monotonic() < limits.get(self.state, math.inf):
+        if time.monotonic() < self._time_limit():
             return
+        if self.state is State.SETUP:
+            raise TaskTimeout(
+                "the automated Kimi login did not finish within the start-up time limit",
+                details={"phase": phase, "screen": self._redact(self.term.screen.tail[-800:])},
+                suggestion="Retry; if it keeps happening, raise KIMI_MCP_STARTUP_TIMEOUT or log in once by hand.",
+            )
         if self.state is State.WAITING:
             self._progress("time is up; interrupting Kimi")
             self._interrupt(INTERRUPT_WAIT)

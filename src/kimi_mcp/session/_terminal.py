@@ -172,6 +172,7 @@ class Terminal:
                 "Kimi exited during the automated login",
                 details={"screen": self.redact(self.screen.tail[-1500:])},
             )
+        self.checkpoint()  # the time limit, not this screen, ended the wait: that is a timeout
         raise AuthError(
             f"the automated Kimi login did not reach the expected screen ({' | '.join(patterns)}) "
             f"in {timeout:.0f}s",

@@ -206,3 +206,36 @@ def test_a_turn_that_began_is_interrupted_until_its_end_is_logged(tmp_path: Path
     started = time.monotonic()
     kimi._interrupt(0.1)
     assert child.sent == ["\x03"] and time.monotonic() - started >= 0.1
+
+
+# ------------------------------------------------- issue 13, item 10: the login is bounded by the start-up limit
+
+
+def test_a_login_wait_ends_at_the_start_up_limit_as_a_timeout(tmp_path: Path) -> None:
+    kimi = KimiSession(
+        driver(),
+        tmp_path,
+        env={"HOME": str(tmp_path)},
+        policy=ApprovalPolicy(tmp_path, read_only=False),
+        deadline=time.monotonic() + 600,  # the call has all the time in the world
+        startup_timeout=0.5,
+    )
+    kimi.term._child = Child("Select a platform")  # type: ignore[assignment]  # then nothing more
+    kimi.state = State.SETUP
+    kimi._startup_limit = time.monotonic() + 0.5
+    with pytest.raises(TaskTimeout) as caught:
+        kimi.term.wait_for([r"Select a model"], 120)  # the login step's own wait is longer
+    error = caught.value
+    assert error.type == "timeout" and error.retryable is True
+    assert "login did not finish within the start-up time limit" in error.message
+    assert error.details["phase"] == "setup"
+    assert "KIMI_MCP_STARTUP_TIMEOUT" in error.suggestion
+
+
+def test_a_login_screen_that_never_comes_before_the_limit_is_still_an_auth_error(tmp_path: Path) -> None:
+    kimi = session(tmp_path)
+    kimi.term._child = Child("Select a platform")  # type: ignore[assignment]
+    kimi.state = State.SETUP
+    kimi._startup_limit = time.monotonic() + 600
+    with pytest.raises(AuthError, match="did not reach the expected screen"):
+        kimi.term.wait_for([r"Select a model"], 0.3)
