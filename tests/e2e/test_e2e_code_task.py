@@ -369,3 +369,20 @@ def test_same_prompt_twice_reads_its_own_session_log(
     assert first["files_created"] == ["first.txt"] and first["output"] == "wrote first.txt"
     assert second["files_created"] == ["second.txt"] and second["output"] == "wrote second.txt"
     assert first["session_id"] != second["session_id"]
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # Kimi Code retries with backoff, minutes long
+def test_time_running_out_while_kimi_retries_a_failing_api_is_an_api_error(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Issue 13 item 18: the provider's error, not a generic timeout, when that is what the turn waited on."""
+    kimi.env["KIMI_MCP_TIMEOUT"] = "12"
+    kimi.env["KIMI_LOOP_MAX_ATTEMPTS_PER_STEP"] = "10"
+    fake.script([Reply.error(500, "fake upstream 500")])
+    result, data = run(kimi, workspace, tmp_path, {"task_description": "hello"})
+    assert result.is_error is True and data["success"] is False
+    error = data["error"]
+    assert error["type"] == "api" and error["retryable"] is True, error
+    assert "fake upstream 500" in error["message"] and "still retrying" in error["message"]
+    assert error["details"]["status"] == 500
+    assert not processes_with_home(kimi.home)

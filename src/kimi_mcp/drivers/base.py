@@ -100,6 +100,16 @@ class TokenUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class StepRetrying:
+    """A model request failed and Kimi will retry it (``attempt`` failed of ``max_attempts``)."""
+
+    attempt: int
+    max_attempts: int
+    error: str  # the provider's error, e.g. "APIStatusError 500: 500 fake error 500"
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     """The turn is over (``reason`` as Kimi logged it, where it does)."""
 
@@ -117,6 +127,7 @@ WireEvent = (
     | ApprovalResolved
     | ToolCall
     | ToolResult
+    | StepRetrying
     | TokenUsage
     | TurnEnd
 )

@@ -26,6 +26,7 @@ from .base import (
     LoginOptions,
     ScreenState,
     StepBegin,
+    StepRetrying,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -193,6 +194,8 @@ class KimiCodeDriver(Driver):
                 return [TurnBegin("".join(p.get("text", "") for p in parts if isinstance(p, dict)))]
             case "turn.ended":
                 return [TurnEnd(reason=record.get("reason"))]
+            case "turn.step.retrying":
+                return [_retrying(record)]
             case "usage.record":
                 usage = record.get("usage") or {}
                 return [
@@ -223,6 +226,29 @@ class KimiCodeDriver(Driver):
             return []
         path = arguments.get("path")
         return [path] if isinstance(path, str) else []
+
+
+def _retrying(record: dict[str, Any]) -> StepRetrying:
+    """``turn.step.retrying`` (camelCase keys in 2.1.0; snake_case seen in earlier builds)."""
+
+    def get(camel: str, snake: str) -> Any:
+        return record.get(camel, record.get(snake))
+
+    status = get("statusCode", "status_code")
+    name, message = (
+        str(get("errorName", "error_name") or "error"),
+        str(get("errorMessage", "error_message") or ""),
+    )
+    return StepRetrying(
+        attempt=_int(get("failedAttempt", "failed_attempt")),
+        max_attempts=_int(get("maxAttempts", "max_attempts")),
+        error=f"{name}: {message}" if message else name,
+        status=status if isinstance(status, int) else None,
+    )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _loop_event(event: dict[str, Any]) -> list[WireEvent]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .._logging import get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
-from ..errors import AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from ..secrets import Redactor
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
 from ._policy import ApprovalPolicy
@@ -299,7 +299,15 @@ class KimiSession:
             )
         if self.state is State.WAITING:
             self._progress("time is up; interrupting Kimi")
+            retrying = self.trace.retrying  # what the turn was waiting on, if the provider kept failing
             self._interrupt(INTERRUPT_WAIT)
+            if retrying is not None:
+                raise ApiError(
+                    f"The model provider kept failing ({retrying.error}); Kimi was still retrying "
+                    f"(attempt {retrying.attempt} of {retrying.max_attempts}) when the time ran out",
+                    details={"phase": phase, "status": retrying.status, "attempt": retrying.attempt},
+                    retryable=True,
+                )
             raise TaskTimeout(
                 "Kimi did not finish the turn in time",
                 details={"phase": phase, "screen": self._redact(self.term.screen.tail[-800:])},

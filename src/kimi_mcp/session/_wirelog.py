@@ -16,6 +16,7 @@ from ..drivers.base import (
     ApprovalResolved,
     Driver,
     StepBegin,
+    StepRetrying,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -64,6 +65,7 @@ class TurnTrace:
     ended_at: float | None = None  # perf_counter when the turn end was seen
     received: str | None = None  # the user message as Kimi logged it at the start of the turn
     unmatched: list[str] = field(default_factory=list)  # panels rejected without a logged call
+    retrying: StepRetrying | None = None  # the model request failed and nothing has come since
 
     @property
     def output(self) -> str:
@@ -77,6 +79,8 @@ class TurnTrace:
 def fold(trace: TurnTrace, event: WireEvent) -> str | None:
     """Apply one event to ``trace``; returns what to tell the caller about it (a new tool call), if
     anything. Every kind of event is handled: a new one fails type checking until it is."""
+    if not isinstance(event, StepBegin | StepRetrying | ThinkPart):
+        trace.retrying = None  # the provider answered again
     match event:
         case TurnBegin(text=text):
             if not trace.begun:
@@ -115,6 +119,9 @@ def fold(trace: TurnTrace, event: WireEvent) -> str | None:
         case TokenUsage(input_tokens=input_tokens, output_tokens=output_tokens):
             trace.input_tokens += input_tokens
             trace.output_tokens += output_tokens
+        case StepRetrying(attempt=attempt, max_attempts=most, error=error):
+            trace.retrying = event
+            return f"the model provider failed ({error}); Kimi retries ({attempt}/{most})"
         case TurnEnd():
             if trace.begun:
                 trace.ended = True

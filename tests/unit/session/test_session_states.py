@@ -239,3 +239,34 @@ def test_a_login_screen_that_never_comes_before_the_limit_is_still_an_auth_error
     kimi._startup_limit = time.monotonic() + 600
     with pytest.raises(AuthError, match="did not reach the expected screen"):
         kimi.term.wait_for([r"Select a model"], 0.3)
+
+
+# ------------------------------------------- issue 13, item 18: a turn that ran out of time retrying the API
+
+
+def test_time_running_out_while_kimi_retries_a_failing_provider_is_an_api_error(tmp_path: Path) -> None:
+    from kimi_mcp.drivers.base import StepRetrying
+    from kimi_mcp.errors import ApiError
+
+    kimi = session(tmp_path, deadline=-1)  # the time is already up
+    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.state = State.WAITING
+    kimi.trace.begun = True
+    kimi.trace.retrying = StepRetrying(8, 10, "APIStatusError: 500 fake error 500", 500)
+    with pytest.raises(ApiError) as caught:
+        kimi._check_abort()
+    error = caught.value
+    assert error.type == "api" and error.retryable is True
+    assert (
+        "kept failing (APIStatusError: 500 fake error 500)" in error.message
+        and "attempt 8 of 10" in error.message
+    )
+    assert error.details["status"] == 500 and error.details["phase"] == "turn"
+
+
+def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:
+    kimi = session(tmp_path, deadline=-1)
+    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.state = State.WAITING
+    with pytest.raises(TaskTimeout, match="did not finish the turn in time"):
+        kimi._check_abort()

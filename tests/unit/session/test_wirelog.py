@@ -30,7 +30,16 @@ from kimi_mcp.session import TurnTrace, WireTail
 from kimi_mcp.session._wirelog import SEARCH_EVERY, SessionLog, fold
 
 SID = "3f2a9c1e-7b4d-4e8a-9c2f-1a2b3c4d5e6f"
-SAMPLE = {str: "x", int: 1, bool: True, "str | None": "x", "str": "x", "int": 1, "bool": True}
+SAMPLE = {
+    str: "x",
+    int: 1,
+    bool: True,
+    "str | None": "x",
+    "int | None": 1,
+    "str": "x",
+    "int": 1,
+    "bool": True,
+}
 
 
 def sample(kind: type) -> WireEvent:
@@ -43,7 +52,7 @@ def sample(kind: type) -> WireEvent:
 
 def test_every_member_of_the_event_union_is_folded() -> None:
     kinds = typing.get_args(WireEvent)
-    assert len(kinds) == 10 and all(dataclasses.is_dataclass(k) for k in kinds)
+    assert len(kinds) == 11 and all(dataclasses.is_dataclass(k) for k in kinds)
     for kind in kinds:
         for trace in (TurnTrace(), TurnTrace(begun=True, steps=[[]])):
             fold(trace, sample(kind))  # an unhandled kind would reach assert_never and raise
@@ -221,3 +230,38 @@ def test_the_tail_returns_complete_lines_only(tmp_path: Path) -> None:
         handle.write(": 2}\n")
     assert tail.poll() == ['{"b": 2}']
     assert tail.poll() == []
+
+
+# ------------------------------------------------- issue 13, item 18: what the turn waits on when the API fails
+
+
+RETRYING = (  # as Kimi Code 2.1.0 logs it
+    '{"type":"turn.step.retrying","agentId":"main","turnId":0,"step":8,"failedAttempt":8,"nextAttempt":9,'
+    '"maxAttempts":10,"delayMs":34000,"errorName":"APIStatusError","errorMessage":"500 fake error 500",'
+    '"statusCode":500,"time":1795397083914}'
+)
+RETRYING_SNAKE = (  # as documented for an earlier build
+    '{"role":"meta","type":"turn.step.retrying","failed_attempt":8,"next_attempt":9,"max_attempts":10,'
+    '"delay_ms":34000,"error_name":"APIStatusError","error_message":"500 fake error 500","status_code":500}'
+)
+
+
+def test_kimi_code_logs_a_retry_and_the_fold_remembers_it_until_the_provider_answers() -> None:
+    from kimi_mcp.drivers.base import KimiInstall, StepRetrying
+    from kimi_mcp.drivers.kimi_code import KimiCodeDriver
+
+    driver = KimiCodeDriver(KimiInstall("/k", "2.1.0", "kimi-code"))
+    (event,) = driver.events(RETRYING)
+    assert event == StepRetrying(8, 10, "APIStatusError: 500 fake error 500", 500)
+    assert driver.events(RETRYING_SNAKE) == [event]
+    assert driver.events('{"type":"turn.step.retrying","failedAttempt":"x"}') == [StepRetrying(0, 0, "error")]
+    trace = TurnTrace(begun=True, steps=[[]])
+    assert (
+        fold(trace, event)
+        == "the model provider failed (APIStatusError: 500 fake error 500); Kimi retries (8/10)"
+    )
+    assert trace.retrying == event
+    fold(trace, StepBegin())  # the retried step begins: still waiting on the provider
+    assert trace.retrying == event
+    fold(trace, TextPart("at last"))
+    assert trace.retrying is None
