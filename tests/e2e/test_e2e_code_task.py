@@ -386,3 +386,40 @@ def test_time_running_out_while_kimi_retries_a_failing_api_is_an_api_error(
     assert "fake upstream 500" in error["message"] and "still retrying" in error["message"]
     assert error["details"]["status"] == 500
     assert not processes_with_home(kimi.home)
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # its shell children leave its process group
+def test_kimi_killed_mid_turn_leaves_none_of_its_shell_children(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Issue 13 item 16: every descendant the session saw ends with its Kimi, however Kimi dies."""
+    fake.script(
+        [Reply.tool(*kimi.shell("echo started > started.txt && sleep 300")), Reply.text_reply("never")]
+    )
+
+    async def body(client):
+        call = asyncio.create_task(
+            client.call_tool(
+                "kimi_code_task",
+                {"task_description": "run it", "work_dir": str(workspace)},
+                raise_on_error=False,
+            )
+        )
+        for _ in range(600):
+            if (workspace / "started.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # at least one record of Kimi's descendants after the shell started
+        procs = processes_with_home(kimi.home)
+        pids = {p.pid for p in procs}
+        roots = [p for p in procs if p.ppid() not in pids]  # Kimi itself (its shell children hang below it)
+        assert any("sleep" in " ".join(p.cmdline()) for p in procs), [p.cmdline() for p in procs]
+        for root in roots:
+            root.kill()  # kill -9, as the OOM killer would
+        return await call
+
+    result = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert result.structured_content["success"] is False
+    assert (workspace / "started.txt").exists()
+    left = processes_with_home(kimi.home)
+    assert not left, [p.cmdline() for p in left]

@@ -10,6 +10,7 @@ import contextlib
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,7 @@ SEND_CHUNK = 4096  # characters written to the pty at once
 EXIT_POLL = 0.05  # seconds between looks while Kimi exits
 EXIT_WAIT = 2.5  # seconds Kimi has to exit after each exit sequence
 EXIT_IDLE_FIRST, EXIT_IDLE_RETRY = 3.0, 1.5  # idle screen awaited before the first / a later exit sequence
+PROCESS_SAMPLE = 0.5  # seconds between records of Kimi's descendants (ended with it, however it dies)
 
 
 class Terminal:
@@ -63,6 +65,9 @@ class Terminal:
         self._mark = 0  # screen position of the last console send (login dialogs look after it)
         self._transcript_dir = transcript_dir
         self._transcript: list[str] = []
+        self._seen: dict[int, psutil.Process] = {}  # every descendant recorded while Kimi ran
+        self._seen_lock = threading.Lock()  # kill() reads the record from another thread
+        self._sampled = 0.0
 
     # -- the process -------------------------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -90,8 +95,24 @@ class Terminal:
         return self._child.pid if self._child is not None else None
 
     def processes(self) -> list[psutil.Process]:
-        """Kimi and every descendant of it that exists now."""
-        return descendants(self._child.pid) if self._child is not None else []
+        """Kimi, every descendant of it that exists now, and every one recorded earlier: a descendant
+        that left Kimi's process group is re-parented when Kimi dies (``kill -9``, OOM) and can only be
+        found through that record."""
+        self.record_processes()
+        return self._recorded()
+
+    def _recorded(self) -> list[psutil.Process]:
+        with self._seen_lock:
+            return list(self._seen.values())
+
+    def record_processes(self) -> None:
+        """Remember Kimi's descendants as they are now (``pump`` does this every ``PROCESS_SAMPLE``)."""
+        self._sampled = time.monotonic()
+        if self._child is not None:
+            found = descendants(self._child.pid)
+            with self._seen_lock:
+                for proc in found:
+                    self._seen.setdefault(proc.pid, proc)
 
     def alive(self) -> bool:
         """Whether Kimi runs; tolerates another thread having reaped it already (shutdown kills)."""
@@ -128,7 +149,7 @@ class Terminal:
         alive = self.alive()
         if alive:
             log.warning("Kimi did not exit by itself; terminating its process group")
-        terminate_tree(self._child.pid if alive else None, known, grace=grace)
+        terminate_tree(self._child.pid if alive else None, [*known, *self._recorded()], grace=grace)
         with contextlib.suppress(Exception):
             self._child.close(force=True)
 
@@ -137,7 +158,8 @@ class Terminal:
         child = self._child
         if child is None:
             return
-        terminate_tree(child.pid if descendants(child.pid) else None, grace=grace)  # it signals the tree
+        known = self._recorded()  # not sampled here: the owning thread may be using the child
+        terminate_tree(child.pid if descendants(child.pid) else None, known, grace=grace)  # signals the tree
         with contextlib.suppress(Exception):
             child.close(force=True)
 
@@ -227,6 +249,8 @@ class Terminal:
                 break
             self._on_output(data)
             timeout = 0
+        if not self.eof and time.monotonic() - self._sampled >= PROCESS_SAMPLE:
+            self.record_processes()
         if not answer:
             return
         replies = self.screen.take_replies()

@@ -34,6 +34,8 @@ def session(tmp_path: Path, deadline: float = 60.0) -> KimiSession:
 class Child:
     """What Kimi prints, chunk by chunk; then silence (or the end of its output)."""
 
+    pid = 2**22 + 1  # no such process: it has no descendants
+
     def __init__(self, *chunks: str, eof: bool = False) -> None:
         self.chunks = list(chunks)
         self.eof = eof
