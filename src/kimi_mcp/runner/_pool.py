@@ -30,6 +30,7 @@ from ..session import KimiSession
 log = get_logger("pool")
 
 MAX_STANDBYS = 2
+HALT_WAIT = 5.0  # seconds a standby's thread has to stop before its Kimi is killed under it
 _INSTRUCTION_FILES = frozenset({"agents.md", "claude.md"})
 
 
@@ -99,21 +100,27 @@ class _Standby:
         self.ready.set()
         self.session.idle_until(self.stop)
 
-    def halt(self) -> KimiSession | None:
-        """Stop the idle loop; returns the session (now owned by the caller) if it started."""
+    def halt(self, wait: float) -> KimiSession | None:
+        """Stop the idle loop; returns the session (now owned by the caller) if it started. A thread that
+        does not stop within ``wait`` seconds has its Kimi killed under it (it then ends on Kimi's exit)."""
         self.stop.set()
         if self.timer is not None:
             self.timer.cancel()
-        self.thread.join(timeout=5.0)
-        if self.thread.is_alive() or self.failed:
+        self.thread.join(timeout=wait)
+        if self.thread.is_alive():
+            log.warning("a standby Kimi did not stop within %.0fs; killing it", wait)
+            if self.session is not None:
+                self.session.kill()  # signals only: the standby's thread still owns the terminal
+            self.thread.join(timeout=wait)
             return None
-        return self.session
+        return None if self.failed else self.session
 
 
 class SessionPool:
     """Standbys per :class:`StandbyKey` and sessions exiting in the background."""
 
-    def __init__(self) -> None:
+    def __init__(self, halt_wait: float = HALT_WAIT) -> None:
+        self.halt_wait = halt_wait
         self._lock = threading.Lock()
         self._standbys: dict[StandbyKey, _Standby] = {}
         self._retiring: dict[threading.Thread, KimiSession | None] = {}
@@ -173,7 +180,7 @@ class SessionPool:
             if cancel.is_set() or time.monotonic() >= deadline:
                 self._retire_standby(standby)
                 return None
-        session = standby.halt()
+        session = standby.halt(self.halt_wait)
         if session is None or not session.usable(limit=1.0):
             if session is not None:
                 self.retire(session, graceful=False)
@@ -191,7 +198,7 @@ class SessionPool:
 
     def _retire_standby(self, standby: _Standby, graceful: bool = False) -> None:
         def stop() -> None:
-            session = standby.halt()
+            session = standby.halt(self.halt_wait)
             if session is not None:
                 session.close() if graceful else session.kill()
 

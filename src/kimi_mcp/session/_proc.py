@@ -13,6 +13,8 @@ from .._logging import get_logger
 
 log = get_logger("proc")
 
+WAIT_STEP = 0.05  # seconds between looks at processes that were asked to end
+
 
 def descendants(pid: int) -> list[psutil.Process]:
     """The process and all its descendants that exist now (empty if it is gone)."""
@@ -51,10 +53,7 @@ def terminate_tree(pid: int | None, known: list[psutil.Process] | None = None, g
     for proc in procs:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    deadline = time.monotonic() + grace
-    while procs and time.monotonic() < deadline:
-        _, procs = psutil.wait_procs(procs, timeout=min(0.1, max(0.0, deadline - time.monotonic())))
-        procs = _alive(procs)
+    procs = _wait_gone(procs, grace)
     if pid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
@@ -62,6 +61,17 @@ def terminate_tree(pid: int | None, known: list[psutil.Process] | None = None, g
         log.warning("process %s ignored SIGTERM for %.1fs; killing it", proc.pid, grace)
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    if procs:
-        psutil.wait_procs(procs, timeout=2)
+    _wait_gone(procs, 2.0)
     return len(unique)
+
+
+def _wait_gone(procs: list[psutil.Process], limit: float) -> list[psutil.Process]:
+    """Wait until ``procs`` are gone (or zombies), at most ``limit`` seconds; returns those still alive.
+    Never reaps: Kimi is pexpect's child, and a ``waitpid`` here would leave pexpect unable to tell it
+    exited (its reader would fail with "no child process")."""
+    end = time.monotonic() + limit
+    procs = _alive(procs)
+    while procs and time.monotonic() < end:
+        time.sleep(min(WAIT_STEP, max(0.0, end - time.monotonic())))
+        procs = _alive(procs)
+    return procs

@@ -38,7 +38,7 @@ PROCESS_SAMPLE = 0.5  # seconds between records of Kimi's descendants (ended wit
 
 class Terminal:
     """One Kimi process on a pty, read through a virtual screen. Blocking, used by one thread at a time
-    (except :meth:`kill`, which any thread may call).
+    (except :meth:`kill`, which any thread may call: it signals, and leaves the pty to its reader).
 
     ``redact`` masks secrets in what leaves through errors, logs and transcripts; ``checkpoint`` runs at
     each look of :meth:`wait_for` and raises when the caller is cancelled; ``deadline`` (monotonic) caps
@@ -68,6 +68,7 @@ class Terminal:
         self._seen: dict[int, psutil.Process] = {}  # every descendant recorded while Kimi ran
         self._seen_lock = threading.Lock()  # kill() reads the record from another thread
         self._sampled = 0.0
+        self._reader: int | None = None  # the thread reading the pty right now, if any
 
     # -- the process -------------------------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -154,12 +155,16 @@ class Terminal:
             self._child.close(force=True)
 
     def kill(self, grace: float) -> None:
-        """Terminate Kimi and its descendants now, without any exit dialogue."""
+        """Terminate Kimi and its descendants now, without any exit dialogue. From a thread other than
+        the one reading the pty, only signals are sent: that thread sees Kimi's end and closes the pty
+        itself (closing it under a reader is what made a concurrent exit fail with EBADF)."""
         child = self._child
         if child is None:
             return
         known = self._recorded()  # not sampled here: the owning thread may be using the child
         terminate_tree(child.pid if descendants(child.pid) else None, known, grace=grace)  # signals the tree
+        if self._reader not in (None, threading.get_ident()):
+            return
         with contextlib.suppress(Exception):
             child.close(force=True)
 
@@ -272,12 +277,17 @@ class Terminal:
         ``done`` is asked after every read, at least once; it may act on what it sees (answer a panel)
         or raise (cancelled, Kimi gone)."""
         end = time.monotonic() + timeout
-        while True:
-            self.pump(min(poll, max(0.0, end - time.monotonic())))
-            if done():
-                return True
-            if time.monotonic() >= end:
-                return False
+        outer = self._reader
+        self._reader = threading.get_ident()  # kill() from another thread leaves the pty to this one
+        try:
+            while True:
+                self.pump(min(poll, max(0.0, end - time.monotonic())))
+                if done():
+                    return True
+                if time.monotonic() >= end:
+                    return False
+        finally:
+            self._reader = outer
 
     def sleep(self, seconds: float) -> None:
         """Wait ``seconds``, keeping the screen current."""

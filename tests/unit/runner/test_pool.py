@@ -190,3 +190,42 @@ def test_shutdown_stops_standbys_active_and_exiting_sessions(tmp_path: Path):
     pool.prewarm(key_for(tmp_path), factory, idle=60)
     assert len(factory.made) == 1
     assert pool.take(key_for(tmp_path), threading.Event(), time.monotonic() + 1) is None
+
+
+# ----------------------------------------------- issue 13, item 14: a standby thread that does not stop
+
+
+class StuckSession(FakeSession):
+    """A Kimi whose idle loop does not notice ``stop`` (stuck in a read); it ends when killed."""
+
+    def __init__(self, cancel: threading.Event) -> None:
+        super().__init__(cancel)
+        self.gone = threading.Event()
+
+    def idle_until(self, stop: threading.Event) -> None:
+        self.gone.wait(30)
+
+    def kill(self, grace: float = 1.0) -> None:
+        super().kill(grace)
+        self.gone.set()
+
+
+@pytest.mark.parametrize("how", ["take", "expire", "shutdown"])
+def test_a_standby_whose_thread_does_not_stop_is_killed_not_forgotten(tmp_path: Path, how: str) -> None:
+    pool = SessionPool(halt_wait=0.3)
+    made: list[StuckSession] = []
+
+    def factory(cancel: threading.Event) -> StuckSession:
+        made.append(StuckSession(cancel))
+        return made[-1]
+
+    key = key_for(tmp_path)
+    pool.prewarm(key, factory, idle=0.2 if how == "expire" else 60)
+    assert wait_until(lambda: made and made[0].events == ["started"])
+    if how == "take":
+        assert pool.take(key, threading.Event(), time.monotonic() + 5) is None
+    elif how == "shutdown":
+        pool.shutdown()
+    assert wait_until(lambda: "killed" in made[0].events), made[0].events
+    assert wait_until(lambda: pool.counts() == (0, 0, 0))
+    pool.shutdown()

@@ -3,6 +3,7 @@ behaves (no pty: a scripted child stands in for Kimi)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -272,3 +273,40 @@ def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:
     kimi.state = State.WAITING
     with pytest.raises(TaskTimeout, match="did not finish the turn in time"):
         kimi._check_abort()
+
+
+# ------------------------------------------- issue 13, item 14: a kill from another thread leaves the pty alone
+
+
+def test_a_kill_from_another_thread_only_signals_and_the_reader_sees_the_end(tmp_path: Path) -> None:
+    term = Terminal(driver(), redact=lambda text: text)
+    term.spawn(["sleep", "30"], tmp_path, {"PATH": "/usr/bin:/bin"})
+    errors: list[BaseException] = []
+    inside, killed = threading.Event(), threading.Event()
+
+    def between_reads() -> bool:
+        if not inside.is_set():
+            inside.set()
+            killed.wait(10)  # the reader is between two reads while another thread kills Kimi
+        return term.eof
+
+    def reader() -> None:
+        try:
+            term.until(between_reads, 20)
+        except BaseException as exc:  # noqa: BLE001 - what the reader would have died of
+            errors.append(exc)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    assert inside.wait(5)
+    pid = term.pid
+    term.kill(grace=1.0)  # from this (other) thread
+    pty = term._child.ptyproc.fileobj  # type: ignore[union-attr]
+    assert not pty.closed  # left to its reader
+    killed.set()
+    thread.join(10)
+    assert not thread.is_alive() and errors == [] and term.eof  # the reader saw Kimi's end, no EBADF
+    term.kill(grace=1.0)  # nobody reads now: this closes the pty
+    assert pty.closed
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
