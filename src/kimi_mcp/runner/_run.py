@@ -30,12 +30,14 @@ from ..workspace import inside_prefixes
 from . import _factory
 from ._evidence import build_evidence, fill_changes, private_dirs
 from ._pool import StandbyKey
-from ._slots import Claim, acquire
+from ._slots import Claim, Hold, acquire
 
 if TYPE_CHECKING:
     from . import Runner
 
 log = get_logger("runner")
+
+DEADLINE_GRACE = 30.0  # seconds past the deadline after which a stuck call's slots are released anyway
 
 SHARED_NOTE = (
     "No change list: a write call ran in this workspace at the same time, and its changes cannot be told "
@@ -83,9 +85,14 @@ class TaskRun:
         self.trace: TurnTrace | None = None
         self.error: KimiMCPError | None = None
         self.claim: Claim | None = None
+        self.holds: list[Hold] = []  # released by the cleanup, or by the watchdog if the call is stuck
 
     def run(self) -> TaskResult:
         with ExitStack() as stack:
+            watchdog = threading.Timer(self.deadline + DEADLINE_GRACE - time.monotonic(), self._abandon)
+            watchdog.daemon = True
+            watchdog.start()
+            stack.callback(watchdog.cancel)
             try:
                 message = self._prepare()
                 self._acquire_slots(stack)
@@ -114,9 +121,16 @@ class TaskRun:
         slots = self.runner.slots
         semaphore = slots.semaphore(self.settings.max_concurrent)
         acquire(semaphore, self.cancel, self.deadline)
-        stack.callback(semaphore.release)
-        self.claim = slots.claim(self.request.workspace, self.request.read_only, self.cancel, self.deadline)
-        stack.callback(slots.release, self.claim)
+        self._hold(stack, semaphore.release)
+        claim = self.claim = slots.claim(
+            self.request.workspace, self.request.read_only, self.cancel, self.deadline
+        )
+        self._hold(stack, lambda: slots.release(claim))
+
+    def _hold(self, stack: ExitStack, release: Callable[[], None]) -> None:
+        hold = Hold(release)
+        self.holds.append(hold)
+        stack.callback(hold.release)
 
     def _open_session(self, stack: ExitStack) -> None:
         pool, request, key = self.runner.pool, self.request, self.key
@@ -199,6 +213,19 @@ class TaskRun:
         return TaskResult.model_validate(self.redactor.mask_tree(result.model_dump()))  # secrets masked
 
     # -- releases and standbys -----------------------------------------------------------------------------
+    def _abandon(self) -> None:
+        """The watchdog: the deadline passed long ago and the call is still stuck somewhere. Kimi's process
+        tree is ended (which unblocks anything waiting on its pty) and the slots are released, so later
+        calls are not blocked by this one, whatever it is stuck in."""
+        log.warning(
+            "the call is still running %.0fs after its deadline; ending Kimi and releasing its slots",
+            DEADLINE_GRACE,
+        )
+        if self.session is not None:
+            self.session.kill(grace=1.0)
+        for hold in self.holds:
+            hold.release()
+
     def _close_snapshot(self) -> None:
         before = self.before
         if before is not None and not before.cancelled() and before.exception() is None:

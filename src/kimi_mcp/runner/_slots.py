@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +74,25 @@ class Slots:
 
     def _writers_over(self, workspace: Path) -> list[Claim]:
         return [c for c in self._claims if not c.read_only and overlaps(c.workspace, workspace)]
+
+
+class Hold:
+    """One thing a call holds, released exactly once: by the call's cleanup, or earlier by its watchdog
+    (whichever comes first; the other is a no-op)."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            release, self._release = self._release, None
+        if release is not None:
+            release()
+
+    @property
+    def held(self) -> bool:
+        return self._release is not None
 
 
 def acquire(lock: threading.BoundedSemaphore, cancel: threading.Event, deadline: float) -> None:

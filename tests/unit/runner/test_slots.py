@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
 
 from kimi_mcp.errors import SessionError, TaskCancelled
-from kimi_mcp.runner._slots import Slots, overlaps
+from kimi_mcp.runner._slots import Hold, Slots, acquire, overlaps
 
 FAR = 3600.0
 
@@ -73,3 +74,51 @@ def test_waiting_ends_on_cancel_or_deadline() -> None:
     with pytest.raises(SessionError, match="timed out waiting for other Kimi tasks"):
         slots.claim(Path("/repo"), False, threading.Event(), later(0.2))
     assert slots.held() == 1  # the ones that gave up hold nothing
+
+
+# ------------------------------------------ issue 13, item 17: the deadline releases whatever a call holds
+
+
+def test_a_hold_is_released_exactly_once_whoever_comes_first() -> None:
+    released: list[str] = []
+    hold = Hold(lambda: released.append("x"))
+    assert hold.held
+    threads = [threading.Thread(target=hold.release) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    hold.release()
+    assert released == ["x"] and not hold.held
+
+
+def test_a_stuck_call_past_its_deadline_releases_its_slots_and_ends_its_kimi(tmp_path: Path) -> None:
+    from kimi_mcp.config import Settings
+    from kimi_mcp.runner import Runner, TaskRequest
+    from kimi_mcp.runner._run import TaskRun
+
+    runner = Runner()
+    call = TaskRun(
+        runner,
+        TaskRequest("x", tmp_path),
+        Settings(),
+        on_progress=None,
+        cancel=None,
+        environ={"HOME": str(tmp_path)},
+    )
+    semaphore = runner.slots.semaphore(1)
+    acquire(semaphore, threading.Event(), later(1))
+    call.holds.append(Hold(semaphore.release))
+    claim = runner.slots.claim(tmp_path, False, threading.Event(), later(1))
+    call.holds.append(Hold(lambda: runner.slots.release(claim)))
+    killed: list[float] = []
+    call.session = types.SimpleNamespace(kill=lambda grace: killed.append(grace))  # type: ignore[assignment]
+
+    call._abandon()  # what the watchdog does at deadline + DEADLINE_GRACE
+
+    assert killed == [1.0]
+    assert runner.slots.held() == 0 and semaphore.acquire(blocking=False)  # the next call can go
+    assert runner.slots.claim(tmp_path, False, threading.Event(), later(1))  # the workspace is free again
+    for hold in call.holds:
+        hold.release()  # the call's own cleanup, when it unwinds at last: a no-op
+    assert runner.slots.held() == 1
