@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 import kimi_install  # noqa: E402
 from fake_moonshot import FakeMoonshot  # noqa: E402
-from kimi_env import FAKE_KEY, KimiUnderTest, base_env, with_node  # noqa: E402, F401 - fixtures use them
+from kimi_env import FAKE_KEY, KimiUnderTest, base_env, kimi_code_env_for  # noqa: E402
 
 from kimi_mcp.tracker import _snapshot  # noqa: E402
 
@@ -86,20 +86,7 @@ def legacy_env(legacy_kimi: Path, fake: FakeMoonshot, home: Path) -> dict[str, s
 @pytest.fixture
 def kimi_code_env(kimi_code: tuple[Path, Path], fake: FakeMoonshot, home: Path) -> dict[str, str]:
     """A Kimi Code configured by environment (no login) and pointed at the fake API."""
-    binary, node_bin = kimi_code
-    env = with_node(base_env(home), node_bin)
-    env.update(
-        KIMI_MCP_KIMI_BIN=str(binary),
-        KIMI_MODEL_NAME="kimi-k2-fake",
-        KIMI_MODEL_API_KEY=FAKE_KEY,
-        KIMI_MODEL_PROVIDER_TYPE="kimi",
-        KIMI_MODEL_BASE_URL=fake.base_url,
-        KIMI_MODEL_CAPABILITIES="tool_use",
-        KIMI_CODE_BASE_URL=fake.base_url.replace("/v1", "/coding/v1"),  # keep startup calls on loopback
-        KIMI_LOOP_MAX_ATTEMPTS_PER_STEP="2",
-        KIMI_MCP_TIMEOUT="120",
-    )
-    return env
+    return kimi_code_env_for(kimi_code, fake.base_url, home)
 
 
 @pytest.fixture(params=["legacy", "kimi-code"])

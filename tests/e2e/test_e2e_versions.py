@@ -8,7 +8,7 @@ from pathlib import Path
 import kimi_install
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
-from kimi_env import FAKE_KEY, base_env, with_node
+from kimi_env import kimi_code_env_for
 from mcp_helpers import call_tool, processes_with_home
 
 pytestmark = pytest.mark.e2e
@@ -25,19 +25,7 @@ def old_kimi_code() -> tuple[Path, Path]:
 def test_kimi_code_0_43_is_driven_as_kimi_code(
     old_kimi_code: tuple[Path, Path], fake: FakeMoonshot, home: Path, workspace: Path, tmp_path: Path
 ):
-    binary, node_bin = old_kimi_code
-    env = with_node(base_env(home), node_bin)
-    env.update(
-        KIMI_MCP_KIMI_BIN=str(binary),
-        KIMI_MODEL_NAME="kimi-k2-fake",
-        KIMI_MODEL_API_KEY=FAKE_KEY,
-        KIMI_MODEL_PROVIDER_TYPE="kimi",
-        KIMI_MODEL_BASE_URL=fake.base_url,
-        KIMI_MODEL_CAPABILITIES="tool_use",
-        KIMI_CODE_BASE_URL=fake.base_url.replace("/v1", "/coding/v1"),
-        KIMI_LOOP_MAX_ATTEMPTS_PER_STEP="2",
-        KIMI_MCP_TIMEOUT="120",
-    )
+    env = kimi_code_env_for(old_kimi_code, fake.base_url, home)
     fake.script(
         [Reply.tool("Write", {"path": "old.txt", "content": "from 0.43\n"}), Reply.text_reply("written")]
     )

@@ -48,3 +48,22 @@ class KimiUnderTest:
 
     def shell(self, command: str) -> tuple[str, dict]:
         return (self.shell_tool, {"command": command})
+
+
+def kimi_code_env_for(install: tuple[Path, Path], base_url: str, home: Path) -> dict[str, str]:
+    """The server's environment for a Kimi Code ``install`` (binary, Node's bin directory) configured by
+    environment (no login) and pointed at the fake API at ``base_url``."""
+    binary, node_bin = install
+    env = with_node(base_env(home), node_bin)
+    env.update(
+        KIMI_MCP_KIMI_BIN=str(binary),
+        KIMI_MODEL_NAME="kimi-k2-fake",
+        KIMI_MODEL_API_KEY=FAKE_KEY,
+        KIMI_MODEL_PROVIDER_TYPE="kimi",
+        KIMI_MODEL_BASE_URL=base_url,
+        KIMI_MODEL_CAPABILITIES="tool_use",
+        KIMI_CODE_BASE_URL=base_url.replace("/v1", "/coding/v1"),  # keep startup calls on loopback
+        KIMI_LOOP_MAX_ATTEMPTS_PER_STEP="2",
+        KIMI_MCP_TIMEOUT="120",
+    )
+    return env
