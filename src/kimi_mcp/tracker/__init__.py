@@ -25,17 +25,17 @@ POSIX only (directory file descriptors, ``O_NOFOLLOW``).
 
 from __future__ import annotations
 
-from ._contents import ContentReport, TruncatedItem, collect_contents
+from ._contents import ContentCut, ContentReport, collect_contents
 from ._diff import diff
 from ._model import Changes, TrackerOptions
 from ._snapshot import Snapshot, take_snapshot
 
 __all__ = [
     "Changes",
+    "ContentCut",
     "ContentReport",
     "Snapshot",
     "TrackerOptions",
-    "TruncatedItem",
     "collect_contents",
     "diff",
     "take_snapshot",

@@ -17,7 +17,7 @@ from ..secrets import is_secret_path
 from ._fs import CHUNK, open_file
 from ._model import DEFAULT_OPTIONS, TrackerOptions
 
-__all__ = ["ContentReport", "TruncatedItem", "collect_contents"]
+__all__ = ["ContentReport", "ContentCut", "collect_contents"]
 
 _BINARY_SNIFF = 8192
 _S_ISREG = stat_mod.S_ISREG
@@ -25,7 +25,10 @@ _S_ISLNK = stat_mod.S_ISLNK
 
 
 @dataclass
-class TruncatedItem:
+class ContentCut:
+    """A file whose content was cut (or left out) for a budget; the runner reports it as a
+    ``models.TruncatedItem``."""
+
     path: str
     reason: Literal["file_too_large", "total_budget"]
     size_bytes: int
@@ -43,7 +46,7 @@ class ContentReport:
     file_contents: dict[str, str] = field(default_factory=dict)
     binary_files: list[str] = field(default_factory=list)
     secret_files: list[str] = field(default_factory=list)
-    truncated: list[TruncatedItem] = field(default_factory=list)
+    truncated: list[ContentCut] = field(default_factory=list)
     lossy_decoded: list[str] = field(default_factory=list)
 
 
@@ -106,7 +109,7 @@ def _collect_one(report: ContentReport, path: str, real: str, options: TrackerOp
     reason: Literal["file_too_large", "total_budget"] = (
         "file_too_large" if options.max_file_chars <= remaining else "total_budget"
     )
-    report.truncated.append(TruncatedItem(path, reason, st.st_size, limit))
+    report.truncated.append(ContentCut(path, reason, st.st_size, limit))
     if limit:
         report.file_contents[path] = text[:limit]
     return limit

@@ -27,6 +27,9 @@ class TrackerOptions:
     spill: bool = True
     """The snapshot's per-file records go to an anonymous temporary file (mapped, not resident); False: they
     stay in memory."""
+    trust_dir_stat: bool = True
+    """The full walk skips listing a directory whose own stat did not move; False: it lists every one (the
+    slow path, kept for tests that prove both paths give the same result)."""
 
 
 DEFAULT_OPTIONS = TrackerOptions()

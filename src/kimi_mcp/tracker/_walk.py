@@ -16,9 +16,8 @@ from ._model import Changes, TrackerOptions, excluded_dirs
 from ._records import NO_FILES, Files, Tree
 from ._snapshot import Snapshot
 
-__all__ = ["TRUST_DIR_STAT", "DiffWalk", "Findings"]
+__all__ = ["DiffWalk", "Findings"]
 
-TRUST_DIR_STAT = True
 """Skip listing a directory whose (mtime, ctime, inode) are those recorded at snapshot time: creating,
 deleting or renaming an entry always updates the directory's mtime and ctime on POSIX filesystems (git's
 untracked cache relies on the same rule). Known files in it are still lstat'ed one by one."""
@@ -59,6 +58,7 @@ class DiffWalk:
     rules: IgnoreRules
     excluded: frozenset[str]
     track_links: bool = False
+    trust_dir_stat: bool = True
     found: Findings = field(default_factory=Findings)
 
     @classmethod
@@ -67,7 +67,7 @@ class DiffWalk:
         root = os.fspath(before.root)
         tree = before.tree
         rules = IgnoreRules(root, enabled=options.respect_gitignore, spec_cache=tree.spec_cache)
-        return cls(tree, root, rules, excluded_dirs(options), track_links)
+        return cls(tree, root, rules, excluded_dirs(options), track_links, options.trust_dir_stat)
 
     def fresh(self) -> DiffWalk:
         """A walker sharing this one's configuration, with no findings."""
@@ -91,7 +91,7 @@ class DiffWalk:
         except OSError:  # gone, or replaced by a file/symlink: its files count as deleted
             return
         try:
-            stat = record.stat if record is not None and TRUST_DIR_STAT else None
+            stat = record.stat if record is not None and self.trust_dir_stat else None
             if old is not None and stat is not None and _same_dir(dir_fd, stat):
                 self._scan_unchanged_dir(dir_fd, rel, old, stack)
             else:

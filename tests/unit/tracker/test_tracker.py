@@ -110,9 +110,9 @@ def test_rewrite_with_identical_content_is_not_modified(opts: TrackerOptions, tm
 
 @pytest.mark.parametrize("trust_dir_stat", [True, False])
 def test_same_size_edit_with_restored_mtime_is_modified(
-    opts: TrackerOptions, tmp_path: Path, settled: None, monkeypatch: pytest.MonkeyPatch, trust_dir_stat: bool
+    opts: TrackerOptions, tmp_path: Path, settled: None, trust_dir_stat: bool
 ) -> None:
-    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
+    opts = replace(opts, trust_dir_stat=trust_dir_stat)
     path = write(tmp_path, "f.txt", "aaaa\n")
     st = os.stat(path)
     before = take_snapshot(tmp_path, opts)  # not racy: only the stat key can reveal the edit
@@ -711,8 +711,8 @@ def test_unchanged_directories_are_not_listed(
     for rel in ("d1/edit.txt", "d1/same.txt", "d1/keep.txt", "d2/gone.txt", "d3/a.txt", "d4/b.txt"):
         write(tmp_path, rel, "one\n" if rel.endswith("edit.txt") else "same\n")
     write(tmp_path, "d5/deep/er/f.txt")
-    monkeypatch.setattr(_walk, "TRUST_DIR_STAT", trust_dir_stat)
-    before = take_snapshot(tmp_path, UNWATCHED)  # the full walk's own shortcut (see test_tracker_watch)
+    options = replace(UNWATCHED, trust_dir_stat=trust_dir_stat)
+    before = take_snapshot(tmp_path, options)  # the full walk's own shortcut (see test_tracker_watch)
     expected = _scenario(tmp_path)
     fast: list[str] = []
     real = _walk.DiffWalk._scan_unchanged_dir
@@ -722,7 +722,7 @@ def test_unchanged_directories_are_not_listed(
         return real(self, dir_fd, rel, old, stack)
 
     monkeypatch.setattr(_walk.DiffWalk, "_scan_unchanged_dir", spy)
-    assert tracker.diff(before, UNWATCHED) == expected
+    assert tracker.diff(before, options) == expected
     if trust_dir_stat:
         assert sorted(fast) == ["", "d1", "d5", "d5/deep", "d5/deep/er"]
     else:
