@@ -17,9 +17,9 @@ from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS
 from kimi_mcp.secrets import is_secret_path
 from kimi_mcp.tracker import (
     Changes,
+    ContentCut,
     Snapshot,
     TrackerOptions,
-    TruncatedItem,
     _contents,
     _parallel,
     _walk,
@@ -529,7 +529,7 @@ def test_per_file_budget_counts_characters(tmp_path: Path) -> None:
     opts = TrackerOptions(max_file_chars=3000, max_total_chars=100_000)
     report = collect_contents(tmp_path, ["small.txt", "big.txt", "fits.txt"], opts)
     assert report.file_contents == {"small.txt": "é" * 50, "big.txt": "€" * 3000, "fits.txt": "é" * 3000}
-    assert report.truncated == [TruncatedItem("big.txt", "file_too_large", 15000, 3000)]
+    assert report.truncated == [ContentCut("big.txt", "file_too_large", 15000, 3000)]
     assert report.lossy_decoded == []  # the character cut at the read boundary is not "lossy"
 
 
@@ -543,8 +543,8 @@ def test_total_budget_partial_then_none(tmp_path: Path) -> None:
     report = collect_contents(tmp_path, ["a.txt", "b.txt", "c.txt", "d.bin", "e.txt"], opts)
     assert report.file_contents == {"a.txt": "a" * 40, "b.txt": "b" * 20, "e.txt": ""}
     assert report.truncated == [
-        TruncatedItem("b.txt", "total_budget", 40, 20),
-        TruncatedItem("c.txt", "total_budget", 40, 0),
+        ContentCut("b.txt", "total_budget", 40, 20),
+        ContentCut("c.txt", "total_budget", 40, 0),
     ]
     assert report.binary_files == ["d.bin"]
 
@@ -573,7 +573,7 @@ def test_large_file_reads_only_a_head(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(_contents.os, "read", spy)
     report = collect_contents(tmp_path, ["huge.txt"], TrackerOptions(max_file_chars=1000))
     assert report.file_contents["huge.txt"] == "z" * 1000
-    assert report.truncated == [TruncatedItem("huge.txt", "file_too_large", size, 1000)]
+    assert report.truncated == [ContentCut("huge.txt", "file_too_large", size, 1000)]
     assert sum(read_sizes) <= 8192
 
 
