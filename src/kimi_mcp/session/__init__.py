@@ -191,9 +191,8 @@ class KimiSession:
         if not self.term.started or self.state is State.CLOSED:
             self.state = State.CLOSED
             return
-        known = []
         try:
-            known = self.term.processes()
+            self.term.record_processes()  # what runs now, before the exit re-parents anything
             if self.term.alive() and not self.term.eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(INTERRUPT_WAIT)
@@ -203,7 +202,7 @@ class KimiSession:
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
         finally:
-            self.term.terminate(known, grace=5.0)
+            self.term.terminate(grace=5.0)
             self.term.save_transcript(self.session_id)
             self.state = State.CLOSED
             log.info("session closed (exit status %s)", self.term.exit_status)

@@ -95,19 +95,14 @@ class Terminal:
     def pid(self) -> int | None:
         return self._child.pid if self._child is not None else None
 
-    def processes(self) -> list[psutil.Process]:
-        """Kimi, every descendant of it that exists now, and every one recorded earlier: a descendant
-        that left Kimi's process group is re-parented when Kimi dies (``kill -9``, OOM) and can only be
-        found through that record."""
-        self.record_processes()
-        return self._recorded()
-
     def _recorded(self) -> list[psutil.Process]:
         with self._seen_lock:
             return list(self._seen.values())
 
     def record_processes(self) -> None:
-        """Remember Kimi's descendants as they are now (``pump`` does this every ``PROCESS_SAMPLE``)."""
+        """Remember Kimi's descendants as they are now (``pump`` does this every ``PROCESS_SAMPLE``): one that
+        left Kimi's process group is re-parented when Kimi dies (``kill -9``, OOM) and can only be found
+        through this record."""
         self._sampled = time.monotonic()
         if self._child is not None:
             found = descendants(self._child.pid)
@@ -142,15 +137,15 @@ class Terminal:
             if self.eof:
                 return
 
-    def terminate(self, known: list[psutil.Process], grace: float) -> None:
-        """Whatever is still running of Kimi is terminated: its process group and ``known`` descendants
-        (recorded earlier; they may have been re-parented), SIGKILL after ``grace`` seconds."""
+    def terminate(self, grace: float) -> None:
+        """Whatever is still running of Kimi is terminated: its process group and every recorded
+        descendant (they may have been re-parented), SIGKILL after ``grace`` seconds."""
         if self._child is None:
             return
         alive = self.alive()
         if alive:
             log.warning("Kimi did not exit by itself; terminating its process group")
-        terminate_tree(self._child.pid if alive else None, [*known, *self._recorded()], grace=grace)
+        terminate_tree(self._child.pid if alive else None, self._recorded(), grace=grace)
         with contextlib.suppress(Exception):
             self._child.close(force=True)
 
