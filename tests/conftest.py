@@ -18,6 +18,14 @@ from kimi_env import FAKE_KEY, KimiUnderTest, base_env, kimi_code_env_for  # noq
 from kimi_mcp.tracker import _snapshot  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kimi-mcp's own files (the job store) of in-process servers go to a fresh directory, never the
+    user's ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.delenv("KIMI_MCP_STATE_DIR", raising=False)
+
+
 @pytest.fixture(scope="session")
 def legacy_kimi() -> Path:
     try:

@@ -111,6 +111,24 @@ class Settings(BaseModel):
         ),
     )
     standby_idle: float = Field(default=300.0, gt=0, description="Seconds an unused standby Kimi is kept")
+    wait_s: float | None = Field(
+        default=None,
+        ge=0,
+        description="Default seconds a tool call waits for its turn before returning status 'running' and a "
+        "job_id (the turn goes on; kimi_job waits for it); unset = wait for the turn to finish",
+    )
+    session_idle: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds a Kimi session stays alive after its last turn for kimi_continue (afterwards it "
+        "is resumed from Kimi's own session store)",
+    )
+    max_live_sessions: int = Field(
+        default=4,
+        ge=0,
+        description="Kimi sessions kept alive for kimi_continue (least recently used closed first)",
+    )
+    job_ttl_days: float = Field(default=7.0, gt=0, description="Days finished jobs are kept in the job store")
     log_level: str = Field(default="INFO")
     log_file: str | None = Field(default=None, description="Also log to this file")
     transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")

@@ -62,10 +62,33 @@ class Evidence(BaseModel):
     cited: list[str] = Field(default_factory=list, description="Evidence Kimi cited in its structured answer")
 
 
+JobStatus = Literal["done", "running", "queued", "failed", "cancelled", "interrupted"]
+
+
+class JobProgress(BaseModel):
+    """Where a job that is still going stands."""
+
+    elapsed_s: float = Field(description="Seconds since the job started")
+    activity: str = Field(
+        default="", description="What Kimi did last (e.g. 'Kimi runs WriteFile src/app.py')"
+    )
+    files_changed: list[str] = Field(
+        default_factory=list, description="Files created, modified or deleted so far (relative paths)"
+    )
+
+
 class TaskResult(BaseModel):
     """What Kimi said and every file it created, changed or deleted."""
 
     success: bool
+    job_id: str = Field(
+        default="", description="This call's job: kimi_job(job_id) waits for it or reads it again"
+    )
+    status: JobStatus = Field(
+        default="done",
+        description="done / failed / cancelled / interrupted (finished), or running / queued (call kimi_job)",
+    )
+    progress: JobProgress | None = Field(default=None, description="Only while the job is running or queued")
     output: str = Field(default="", description="Kimi's final answer text")
     files_created: list[str] = Field(default_factory=list, description="Paths relative to the workspace")
     files_modified: list[str] = Field(default_factory=list)
@@ -83,7 +106,9 @@ class TaskResult(BaseModel):
     workspace: str = ""
     dialect: str = ""
     kimi_version: str = ""
-    session_id: str | None = None
+    session_id: str | None = Field(
+        default=None, description="Kimi's conversation: kimi_continue(session_id, message) sends a follow-up"
+    )
     duration_s: float = 0.0
     warm_start: bool = Field(
         default=False, description="A ready standby Kimi served the call (no startup wait)"
@@ -170,3 +195,23 @@ class ConsultResult(StructuredResult):
     assumptions: list[str] = Field(default_factory=list)
     alternatives: list[str] = Field(default_factory=list)
     confidence: float | None = Field(default=None, ge=0, le=1)
+
+
+class JobSummary(BaseModel):
+    """One job, as ``kimi_jobs`` lists it."""
+
+    job_id: str
+    tool: str
+    workspace: str
+    status: JobStatus
+    started_at: str = Field(description="ISO 8601, UTC")
+    duration_s: float | None = None
+    session_id: str | None = Field(default=None, description="kimi_continue(session_id, ...) follows up")
+    summary: str = Field(default="", description="One line: what was asked, or what came of it")
+
+
+class JobList(BaseModel):
+    """Recent jobs of every kimi-mcp server sharing this job store, newest first."""
+
+    jobs: list[JobSummary] = Field(default_factory=list)
+    error: ErrorInfo | None = None

@@ -81,6 +81,11 @@ def code_task_prompt(task: str, context: list[ContextFile], constraints: str | N
     return "\n".join(lines) + _context_block(context)
 
 
+def follow_up_prompt(message: str, context: list[ContextFile]) -> str:
+    """kimi_continue: the caller's follow-up as is (Kimi has the conversation), plus any files sent along."""
+    return message.strip() + _context_block(context)
+
+
 def free_prompt(prompt: str, workspace_overview: str | None) -> str:
     """kimi_prompt: the caller's prompt as is, plus a listing of the workspace's files when asked for."""
     text = prompt.strip()

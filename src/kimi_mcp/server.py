@@ -20,14 +20,17 @@ from ._logging import setup_logging
 from .config import ConfigError, Settings, load_env_file, load_settings
 from .http_auth import http_auth
 from .runner import run_task
-from .tools import RunTask, register_tools
+from .tools import RunTask, register_tools, shutdown_jobs
 
 INSTRUCTIONS = (
     "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
     "kimi_prompt, kimi_refactor, kimi_debug) let Kimi change files in the workspace and return every file it "
     "created, modified or deleted, with contents. Read-only tools (kimi_analyze_code, kimi_verify, "
     "kimi_consult) cannot change anything and can run in parallel. Give self-contained instructions. The "
-    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory."
+    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory. "
+    "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
+    "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
+    "same Kimi conversation; kimi_jobs lists recent jobs."
 )
 
 
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     atexit.register(runner.shutdown)  # also on paths that skip the finally below
+    atexit.register(shutdown_jobs)  # runs first (atexit is last in, first out)
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, _exit_on_signal)
     if settings.standby == "startup":
@@ -92,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
         else:
             mcp.run(transport="stdio", show_banner=False)
     finally:
-        runner.shutdown()  # no Kimi (standby, exiting or mid-call) outlives the server
+        shutdown_jobs()  # jobs still running are recorded as interrupted
+        runner.shutdown()  # no Kimi (standby, live, exiting or mid-call) outlives the server
         if _signalled:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()

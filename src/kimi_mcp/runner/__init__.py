@@ -25,10 +25,11 @@ from ..workspace import resolve_workspace
 from ._evidence import build_evidence, private_dirs
 from ._factory import new_session, standby_key
 from ._pool import SessionPool, StandbyKey
-from ._run import TaskRequest, TaskRun
+from ._run import RunWatch, TaskRequest, TaskRun
 from ._slots import Slots
 
 __all__ = [
+    "RunWatch",
     "Runner",
     "TaskRequest",
     "build_evidence",
@@ -56,9 +57,13 @@ class Runner:
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         environ: dict[str, str] | None = None,
+        watch: RunWatch | None = None,
     ) -> TaskResult:
-        """Blocking: run the task; always a TaskResult (``success=False`` with ``error`` on failure)."""
-        call = TaskRun(self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ)
+        """Blocking: run the task; always a TaskResult (``success=False`` with ``error`` on failure).
+        ``watch`` is kept current while it runs (queued, session id, files changed so far)."""
+        call = TaskRun(
+            self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
+        )
         return call.run()
 
     def prewarm(self, key: StandbyKey, install: KimiInstall, settings: Settings, env: dict[str, str]) -> None:
@@ -102,9 +107,12 @@ def run_task(
     on_progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
     environ: dict[str, str] | None = None,
+    watch: RunWatch | None = None,
 ) -> TaskResult:
     """Run ``request`` on the server's runner (see :meth:`Runner.run`)."""
-    return _default.run(request, settings, on_progress=on_progress, cancel=cancel, environ=environ)
+    return _default.run(
+        request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
+    )
 
 
 def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -> None:

@@ -47,8 +47,9 @@ def new_session(
     cancel: threading.Event,
     on_progress: Callable[[str], None] | None = None,
     redact: Redactor | None = None,
+    resume: str | None = None,
 ) -> KimiSession:
-    """An unstarted session for one workspace and mode."""
+    """An unstarted session for one workspace and mode (``resume``: continue that Kimi conversation)."""
     return KimiSession(
         make_driver(install),
         workspace,
@@ -61,6 +62,7 @@ def new_session(
         redact=redact or Redactor(configured_secrets(env)),
         transcript_dir=settings.transcript_dir,
         login=login_options(settings, env),
+        resume=resume,
     )
 
 

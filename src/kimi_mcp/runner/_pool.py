@@ -9,6 +9,11 @@ spawned; otherwise it is stopped and the call starts a fresh Kimi. A standby tha
 
 An *active* session is serving a call right now (registered so that shutdown can stop it too).
 
+A *live* session has finished a turn and stays alive, idle, for a follow-up in the same conversation
+(``kimi_continue``): kept ``idle`` seconds after its last turn, at most ``limit`` of them (the least recently
+used is closed first). A live session closes with Kimi's own exit, so Kimi saves the conversation and a
+later follow-up resumes it from Kimi's session store.
+
 A *retiring* session has finished its turn and exits in the background, so a result does not wait for
 Kimi's own shutdown (0.5–2 s).
 
@@ -74,9 +79,15 @@ def workspace_signature(root: Path, listing: bool = True) -> tuple:
 
 class _Standby:
     def __init__(
-        self, key: StandbyKey, signature: tuple, factory: Callable[[threading.Event], KimiSession]
+        self,
+        key: StandbyKey,
+        signature: tuple,
+        factory: Callable[[threading.Event], KimiSession],
+        *,
+        live: bool = False,
     ) -> None:
         self.key = key
+        self.live = live  # a session kept after its turn (else a fresh standby)
         self.signature = signature
         self.session: KimiSession | None = None
         self.failed = False
@@ -89,7 +100,8 @@ class _Standby:
     def _run(self) -> None:
         try:
             self.session = self._factory(self.stop)  # halting a standby also aborts its startup
-            self.session.start()
+            if not self.live:  # a live session has started long ago
+                self.session.start()
         except Exception as exc:  # the next call starts Kimi itself and reports the real error
             log.info("standby Kimi did not start: %s", exc)
             self.failed = True
@@ -123,6 +135,7 @@ class SessionPool:
         self.halt_wait = halt_wait
         self._lock = threading.Lock()
         self._standbys: dict[StandbyKey, _Standby] = {}
+        self._live: dict[str, _Standby] = {}  # session id -> live session, least recently used first
         self._retiring: dict[threading.Thread, KimiSession | None] = {}
         self._active: set[KimiSession] = set()
         self._closed = False
@@ -204,6 +217,55 @@ class SessionPool:
 
         self._background(stop, standby.session)
 
+    # -- live sessions (kimi_continue) ---------------------------------------------------------------------
+    def keep(self, session: KimiSession, key: StandbyKey, idle: float, limit: int) -> bool:
+        """Keep ``session`` (its turn just ended cleanly) alive for a follow-up; ``False`` when it cannot be
+        kept (no session id, ``limit`` 0, shutting down): the caller retires it."""
+        session_id = session.session_id
+        if session_id is None or limit <= 0:
+            return False
+        live = _Standby(key, (), lambda _stop: session, live=True)
+        with self._lock:
+            if self._closed:
+                return False
+            evicted = []
+            while len(self._live) >= limit:
+                evicted.append(self._live.pop(next(iter(self._live))))
+            self._live[session_id] = live
+            live.timer = threading.Timer(idle, self._expire_live, args=(session_id, live))
+            live.timer.daemon = True
+            live.thread.start()
+            live.timer.start()
+        for old in evicted:
+            log.info("closing the least recently used live Kimi session")
+            self._retire_standby(old, graceful=True)
+        return True
+
+    def take_live(self, session_id: str) -> KimiSession | None:
+        """The live session ``session_id``, ready for the next turn, or ``None`` (gone: resume it)."""
+        with self._lock:
+            live = self._live.pop(session_id, None)
+        if live is None:
+            return None
+        session = live.halt(self.halt_wait)
+        if session is None or not session.ready_again(limit=1.0):
+            if session is not None:
+                self.retire(session, graceful=False)
+            return None
+        return session
+
+    def live(self, session_id: str) -> bool:
+        with self._lock:
+            return session_id in self._live
+
+    def _expire_live(self, session_id: str, live: _Standby) -> None:
+        with self._lock:
+            if self._live.get(session_id) is not live:
+                return
+            del self._live[session_id]
+        log.info("live Kimi session %s idle; closing it (a follow-up resumes it)", session_id)
+        self._retire_standby(live, graceful=True)
+
     # -- retiring ----------------------------------------------------------------------------------------
     def retire(self, session: KimiSession, graceful: bool = True) -> None:
         """Let ``session`` exit in the background (graceful: Kimi's own exit; else terminate it)."""
@@ -229,13 +291,14 @@ class SessionPool:
         """Stop every standby and finish every exit; idempotent. Kills what is not gone after ``grace``."""
         with self._lock:
             self._closed = True
-            standbys = list(self._standbys.values())
+            standbys = [*self._standbys.values(), *self._live.values()]
             self._standbys.clear()
+            self._live.clear()
             active = list(self._active)
         for session in active:  # calls still running when the server goes away
             self._background(lambda session=session: session.kill(grace=0.5), session)
-        for standby in standbys:
-            self._retire_standby(standby)  # sets its stop event, which also aborts a startup
+        for standby in standbys:  # live sessions exit gracefully: Kimi saves the conversation
+            self._retire_standby(standby, graceful=standby.live)
         end = time.monotonic() + grace
         while True:
             with self._lock:
@@ -258,3 +321,7 @@ class SessionPool:
         """(standbys, sessions serving calls, sessions exiting) — for tests and logs."""
         with self._lock:
             return len(self._standbys), len(self._active), len(self._retiring)
+
+    def live_count(self) -> int:
+        with self._lock:
+            return len(self._live)

@@ -52,6 +52,18 @@ class TaskRequest:
     read_only: bool = False
     #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
     redactor: Redactor | None = None
+    #: a follow-up in this Kimi conversation (typed into its live Kimi, or resumed from Kimi's store)
+    session_id: str | None = None
+
+
+@dataclass
+class RunWatch:
+    """What a call's job reads while the call runs; the runner keeps it current."""
+
+    queued: bool = True  # waiting for a slot or for another writer in the same workspace
+    session_id: str | None = None
+    #: the files created, modified or deleted so far (relative paths), while the turn runs
+    changed_so_far: Callable[[], list[str]] = lambda: []
 
 
 class TaskRun:
@@ -66,9 +78,14 @@ class TaskRun:
         on_progress: Callable[[str], None] | None,
         cancel: threading.Event | None,
         environ: dict[str, str] | None,
+        watch: RunWatch | None = None,
     ) -> None:
         self.runner, self.request, self.settings = runner, request, settings
-        self.progress = on_progress or (lambda _m: None)
+        self.watch = watch or RunWatch()
+        self.watch.session_id = request.session_id
+        self.watch.changed_so_far = self._changed_so_far
+        self._on_progress = on_progress or (lambda _m: None)
+        self._diff_lock = threading.Lock()
         self.cancel = cancel or threading.Event()
         self.env = dict(os.environ if environ is None else environ)
         self.started = time.monotonic()
@@ -135,7 +152,12 @@ class TaskRun:
     def _open_session(self, stack: ExitStack) -> None:
         pool, request, key = self.runner.pool, self.request, self.key
         assert self.install is not None and key is not None
-        session = pool.take(key, self.cancel, self.deadline) if self.settings.standby != "off" else None
+        if request.session_id is not None:  # a follow-up: its live Kimi, else Kimi resumes the conversation
+            session = pool.take_live(request.session_id)
+        elif self.settings.standby != "off":
+            session = pool.take(key, self.cancel, self.deadline)
+        else:
+            session = None
         self.result.warm_start = session is not None
         if session is not None:
             session.rebind(
@@ -145,6 +167,7 @@ class TaskRun:
             session = _factory.new_session(
                 self.install, request.workspace, request.read_only, self.settings, self.env,
                 deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor,
+                resume=request.session_id,
             )  # fmt: skip
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too
@@ -157,7 +180,8 @@ class TaskRun:
         self.before = tracker_thread.submit(tracker.take_snapshot, self.request.workspace, self.options)
         stack.callback(self._close_snapshot)
         if self.result.warm_start:
-            self.progress(f"using a ready Kimi ({self.install.dialect} {self.install.version})")
+            what = "the live Kimi session" if self.request.session_id else "a ready Kimi"
+            self.progress(f"using {what} ({self.install.dialect} {self.install.version})")
         else:
             self.session.start()
         self.result.timings["startup"] = round(time.monotonic() - self.started, 3)
@@ -172,6 +196,28 @@ class TaskRun:
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error
 
+    def progress(self, message: str) -> None:
+        """Relay a progress message; the job also learns the session id as soon as Kimi has one."""
+        if self.session is not None and self.session.session_id is not None:
+            self.watch.session_id = self.session.session_id
+        self._on_progress(message)
+
+    def _changed_so_far(self) -> list[str]:
+        """The files changed since the "before" snapshot, while the turn runs ([] before or after it)."""
+        before = self.before
+        if before is None or not before.done() or before.exception() is not None or self.trace is not None:
+            return []
+        if self.claim is not None and self.claim.shared:
+            return []
+        with self._diff_lock:
+            if self.trace is not None:
+                return []
+            changes = tracker.diff(before.result(), self.options)
+        changes = changes.without(
+            inside_prefixes(self.request.workspace, private_dirs(self.settings, self.env))
+        )
+        return sorted({*changes.created, *changes.modified, *changes.deleted})
+
     def _collect_changes(self) -> None:
         before = self.before
         if before is None or not before.done() or before.exception() is not None:
@@ -179,7 +225,8 @@ class TaskRun:
         self.progress("collecting file changes")
         diff_started = time.monotonic()
         try:
-            changes = tracker.diff(before.result(), self.options)
+            with self._diff_lock:
+                changes = tracker.diff(before.result(), self.options)
             self.result.timings["changes"] = round(time.monotonic() - diff_started, 4)
             log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
             if self.claim is not None and self.claim.shared:
@@ -235,9 +282,12 @@ class TaskRun:
         if self.trace is None:
             self.trace = session.trace
         self.result.session_id = session.session_id
-        if self.error is None and self.trace.ended:  # a clean turn: Kimi exits while the result goes out
+        if self.error is None and self.trace.ended:  # a clean turn: kept for a follow-up, or exits
             session.rebind(deadline=time.monotonic() + 60.0, cancel=threading.Event())
-            self.runner.pool.retire(session)
+            pool, settings = self.runner.pool, self.settings
+            assert self.key is not None
+            if not pool.keep(session, self.key, settings.session_idle, settings.max_live_sessions):
+                pool.retire(session)
         else:
             exit_started = time.monotonic()
             session.close()

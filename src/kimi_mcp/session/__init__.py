@@ -78,8 +78,10 @@ class KimiSession:
         redact: Redactor | None = None,
         transcript_dir: str | None = None,
         login: LoginOptions | None = None,
+        resume: str | None = None,
     ) -> None:
         self.driver = driver
+        self.resume = resume  # an earlier conversation Kimi continues (from its own session store)
         self.workspace = workspace
         self.env = driver.environment(env)
         self.policy = policy
@@ -121,7 +123,11 @@ class KimiSession:
         if self.state is not State.NEW:
             raise SessionError(f"cannot start Kimi in state {self.state.value}")
         self.state = State.STARTING
-        argv = self.driver.argv(read_only=self.policy.read_only)
+        read_only = self.policy.read_only
+        if self.resume is None:
+            argv = self.driver.argv(read_only=read_only)
+        else:
+            argv = self.driver.resume_argv(self.resume, read_only=read_only)
         log.info("spawning %s in %s", " ".join(argv), self.workspace)
         started = time.monotonic()
         self.wire.exclude_existing()
@@ -135,6 +141,11 @@ class KimiSession:
             else:
                 self._log_in()
         self.wire.session_id = self.driver.session_id(self.term.screen.text)
+        if self.resume is not None and not self.wire.resume(self.resume):
+            raise SessionError(
+                f"Kimi's session log for {self.resume} is gone; the conversation cannot be resumed",
+                suggestion="Start a new task instead (kimi_code_task or another tool).",
+            )
         ready_after = time.monotonic() - started
         self.state = State.READY
         self._progress(f"Kimi ready after {ready_after:.1f}s")
@@ -243,6 +254,13 @@ class KimiSession:
         """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
         if not stop.is_set() and not self.term.eof:
             self.term.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
+
+    def ready_again(self, limit: float) -> bool:
+        """After a cleanly ended turn: whether Kimi is alive and idle, so a follow-up can be typed (the
+        session is READY again then; waits at most ``limit`` seconds)."""
+        if self.state is State.COLLECTED and self.trace.ended and not self.term.eof:
+            self.state = State.READY
+        return self.usable(limit)
 
     def usable(self, limit: float) -> bool:
         """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -153,10 +154,13 @@ def summarize_args(arguments: str) -> str:
 class WireTail:
     """Reads complete new lines appended to a JSONL file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, from_end: bool = False) -> None:
         self.path = path
         self._offset = 0
         self._partial = b""
+        if from_end:
+            with contextlib.suppress(OSError):
+                self._offset = os.stat(path).st_size
 
     def poll(self) -> list[str]:
         """New complete lines; [] when the file is missing or unreadable. A file that shrank (rewritten or
@@ -212,6 +216,16 @@ class SessionLog:
         """The logs that exist now belong to other sessions (called at spawn, and when a standby is
         taken)."""
         self._not_ours = set(self.driver.wire_logs(self.env))
+
+    def resume(self, session_id: str) -> bool:
+        """Tail the log of an earlier session Kimi resumed, from its current end (its earlier turns are
+        not this turn's); ``False`` if that log does not exist."""
+        path = self.driver.wire_log(self.env, self.workspace, session_id)
+        if path is None:
+            return False
+        self.session_id = session_id
+        self._tail = WireTail(path, from_end=True)
+        return True
 
     def begin_turn(self, prompt: str) -> TurnTrace:
         self.trace = TurnTrace()

@@ -1,7 +1,8 @@
 """The MCP tools: module-level functions, each supplying its prompt and its finishing step; the shared
-pipeline (``_pipeline``) does the rest. ``TOOLS`` is the one list of them; ``register`` adds the enabled
-ones to a server. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject
-every write or command at the approval layer."""
+pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them;
+``register`` adds the enabled ones to a server. Write tools may change the workspace; read-only tools run
+Kimi in plan mode and reject every write or command at the approval layer; the job tools (``jobs``) wait
+for, list and continue jobs."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from fastmcp import FastMCP
 from ..config import Settings
 from ..runner import run_task
 from ._mcp import RunTask
-from ._pipeline import Backend, bind
+from ._pipeline import Backend, bind, shutdown_jobs
+from .jobs import kimi_continue, kimi_job, kimi_jobs
 from .read import kimi_analyze_code, kimi_consult, kimi_verify
 from .write import kimi_code_task, kimi_debug, kimi_prompt, kimi_refactor
 
-__all__ = ["ALL_TOOLS", "TOOLS", "RunTask", "register_tools"]
+__all__ = ["ALL_TOOLS", "TOOLS", "RunTask", "register_tools", "shutdown_jobs"]
 
 TOOLS: dict[str, Callable[..., Any]] = {
     fn.__name__: fn
@@ -29,6 +31,9 @@ TOOLS: dict[str, Callable[..., Any]] = {
         kimi_analyze_code,
         kimi_verify,
         kimi_consult,
+        kimi_continue,
+        kimi_job,
+        kimi_jobs,
     )
 }
 ALL_TOOLS = tuple(TOOLS)

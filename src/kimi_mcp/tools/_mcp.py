@@ -1,5 +1,5 @@
-"""MCP plumbing shared by the tools: client roots (both protocol eras), progress while a task runs,
-cancellation turned into a clean Kimi shutdown, and results as structured content + JSON text."""
+"""MCP plumbing shared by the tools: client roots (both protocol eras), waiting for a job while relaying
+its progress, and results as structured content + JSON text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
@@ -20,8 +19,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from .._logging import get_logger
 from ..config import Settings
 from ..errors import KimiMCPError
+from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
-from ..runner import TaskRequest
+from ..runner import RunWatch, TaskRequest
 from ..secrets import Redactor
 from ..workspace import roots_to_paths
 from ._budget import fit_to_budget
@@ -29,6 +29,7 @@ from ._budget import fit_to_budget
 log = get_logger("tools")
 
 HEARTBEAT_S = 5.0
+WAIT_STEP = 0.5  # seconds a waiting thread blocks before it looks whether its wait was cancelled
 ROOTS_KEY = "kimi_mcp_roots"
 
 
@@ -42,6 +43,7 @@ class RunTask(Protocol):
         *,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        watch: RunWatch | None = None,
     ) -> TaskResult: ...
 
 
@@ -88,7 +90,7 @@ async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResul
 
 
 def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] = TaskResult) -> TaskResult:
-    return cls(success=False, workspace=workspace, error=ErrorInfo.from_exception(exc))
+    return cls(success=False, status="failed", workspace=workspace, error=ErrorInfo.from_exception(exc))
 
 
 def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | None = None) -> ToolResult:
@@ -98,54 +100,46 @@ def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | 
     return ToolResult(
         content=json.dumps(payload, ensure_ascii=False),
         structured_content=payload,
-        is_error=not result.success,
+        is_error=result.error is not None,
     )
 
 
-async def run_with_progress(
-    ctx: Context, request: TaskRequest, settings: Settings, run_task: RunTask
-) -> TaskResult:
-    """Run the blocking task in a thread; relay progress; turn cancellation into a clean Kimi shutdown."""
-    cancel = threading.Event()
-    done = threading.Event()
-    messages: deque[str] = deque(maxlen=50)
-    started = time.monotonic()
+async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: Settings) -> bool:
+    """Wait until ``job`` is done or ``wait_s`` seconds passed (``None``: no limit), relaying its progress
+    to the client; ``True`` if it is done. Cancelling this wait leaves the job alone (the caller decides)."""
+    stop = threading.Event()
+    end = None if wait_s is None else time.monotonic() + wait_s
 
-    def work() -> TaskResult:
-        try:
-            return run_task(request, settings, on_progress=messages.append, cancel=cancel)
-        finally:
-            done.set()
+    def block() -> bool:  # in a worker thread; gives up when the wait is cancelled
+        while not stop.is_set():
+            step = WAIT_STEP if end is None else min(WAIT_STEP, end - time.monotonic())
+            if step <= 0:
+                return job.done.is_set()
+            if job.done.wait(step):
+                return True
+        return job.done.is_set()
 
     async def heartbeat() -> None:
-        last_message = "starting"
-        last_sent = 0.0
+        seen, last_sent = -1, 0.0
         while True:
             await anyio.sleep(0.25)
-            fresh = False
-            while messages:
-                last_message, fresh = messages.popleft(), True
             now = time.monotonic()
-            if fresh or now - last_sent >= HEARTBEAT_S:
-                elapsed = now - started
-                text = f"{last_message} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
+            if job.seq != seen or now - last_sent >= HEARTBEAT_S:
+                seen, last_sent = job.seq, now
+                elapsed = now - job.started
+                text = f"{job.activity} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
                 try:
                     await ctx.report_progress(
                         progress=round(elapsed, 1), total=settings.timeout, message=text
                     )
                 except Exception as exc:
                     log.debug("progress not sent: %s", exc)
-                last_sent = now
 
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(heartbeat)
-            result = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+            done = await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
             group.cancel_scope.cancel()
-        return result
-    except BaseException:
-        if not done.is_set():
-            cancel.set()  # the session interrupts Kimi and cleans up; wait for that before returning
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(done.wait)
-        raise
+        return done
+    finally:
+        stop.set()

@@ -13,6 +13,15 @@ WorkDir = Annotated[
     str | None,
     Field(description="Workspace directory (default: the client's root, KIMI_MCP_WORKSPACE or cwd)"),
 ]
+WaitS = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        description="Seconds to wait for Kimi's turn (default: until it is done, or KIMI_MCP_WAIT_S). If the "
+        "turn is still going then, the result has status 'running' and a job_id: the turn goes on, and "
+        "kimi_job(job_id) waits for it",
+    ),
+]
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
 Reply = ToolResult | mcp_types.InputRequiredResult

@@ -1,12 +1,13 @@
 """One tool call, the same for every tool: check the arguments, find the workspace (the client's roots in
-either protocol era), read the context files, build the prompt, run Kimi, shape and package the result."""
+either protocol era), read the context files, build the prompt, then run Kimi and the tool's finishing
+step as a *job* (see ``jobs``) and wait for it (``wait_s``): the finished result, or the job's status."""
 
 from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,13 +20,14 @@ from pydantic import BaseModel
 
 from .. import answers
 from .._logging import get_logger
-from ..config import Settings
+from ..config import Settings, state_dir
 from ..errors import BadInput, KimiMCPError
+from ..jobs import STORE_FILE, Job, JobManager
 from ..models import Evidence, StructuredResult, TaskResult
 from ..runner import TaskRequest, run_task
 from ..secrets import Redactor, configured_secrets
 from ..workspace import ContextFile, read_context_files, resolve_workspace
-from ._mcp import RunTask, client_roots, error_result, run_with_progress, to_tool_result
+from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
 from ._params import Reply
 
 log = get_logger("tools")
@@ -35,10 +37,16 @@ R = TypeVar("R", bound=TaskResult)
 
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """What the tools of one server use: its settings and the function that runs a Kimi turn."""
+    """What the tools of one server use: its settings, the function that runs a Kimi turn, its jobs."""
 
     settings: Settings
     run: RunTask = run_task
+    jobs: JobManager = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.jobs is None:
+            path = state_dir(self.settings) / STORE_FILE
+            object.__setattr__(self, "jobs", JobManager(path, self.settings.job_ttl_days))
 
 
 _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictionary()
@@ -47,6 +55,12 @@ _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictiona
 def bind(mcp: FastMCP, backend: Backend) -> None:
     """Make ``backend`` the one the tools registered on ``mcp`` use."""
     _backends[mcp] = backend
+
+
+def shutdown_jobs() -> None:
+    """Record the jobs still running in every server of this process as interrupted (server exit)."""
+    for backend in list(_backends.values()):
+        backend.jobs.shutdown()
 
 
 def current_backend(server: FastMCP = CurrentFastMCP()) -> Backend:  # noqa: B008 - FastMCP dependency
@@ -80,13 +94,45 @@ class Call:
         assert self.workspace is not None
         return read_context_files(self.workspace, list(paths), self.settings.max_context_bytes, argument)
 
-    async def run(self, prompt: str, *, read_only: bool) -> TaskResult:
+    def submit(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        prompt: str,
+        *,
+        read_only: bool,
+        finish: Finish | None = None,
+        session_id: str | None = None,
+    ) -> Job:
+        """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation), then ``finish``."""
         assert self.workspace is not None
-        log.debug("workspace %s; running", self.workspace)
         request = TaskRequest(
-            prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor
-        )
-        return await run_with_progress(self.ctx, request, self.settings, self.backend.run)
+            prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor,
+            session_id=session_id,
+        )  # fmt: skip
+        settings, run = self.settings, self.backend.run
+
+        def work(job: Job) -> TaskResult:
+            base = run(request, settings, on_progress=job.on_progress, cancel=job.cancel, watch=job.watch)
+            return finish(self, base) if finish is not None else base
+
+        masked = Redactor(configured_secrets(os.environ)).mask_tree(_trimmed(arguments))
+        summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
+        return self.backend.jobs.submit(
+            tool=tool, cls=self.cls, workspace=str(self.workspace), read_only=read_only, arguments=masked,
+            summary=summary, work=work, session_id=session_id,
+        )  # fmt: skip
+
+    async def wait(self, job: Job, wait_s: float | None) -> ToolResult:
+        """Wait for the job (``wait_s`` seconds, ``None``: the setting, unset: until it is done) and reply
+        with its result or status. A cancelled call cancels the job (its turn is interrupted)."""
+        limit = self.settings.wait_s if wait_s is None else wait_s
+        try:
+            await wait_for_job(self.ctx, job, limit, self.settings)
+        except BaseException:
+            await cancel_and_wait(job)
+            raise
+        return self.done(await snapshot(job))
 
     def fail(self, exc: KimiMCPError) -> ToolResult:
         self.redactor.add(configured_secrets(os.environ))
@@ -100,7 +146,7 @@ class Call:
 
 
 Prompt = Callable[[Call, Path], str]
-Finish = Callable[[Call, TaskResult], Awaitable[TaskResult]]
+Finish = Callable[["Call", TaskResult], TaskResult]
 
 
 async def run_tool(
@@ -110,13 +156,17 @@ async def run_tool(
     work_dir: str | None,
     prompt: Prompt,
     *,
+    tool: str,
+    arguments: dict[str, Any],
     read_only: bool,
+    wait_s: float | None = None,
     check: Callable[[], None] | None = None,
     finish: Finish | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
     reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error);
-    ``finish(call, base)`` turns the run's TaskResult into the tool's own result."""
+    ``finish(call, base)`` turns the run's TaskResult into the tool's own result (in the job's thread);
+    ``tool`` and ``arguments`` are what the job store records."""
     call = Call(ctx, backend, cls)
     try:
         if check is not None:
@@ -124,16 +174,28 @@ async def run_tool(
         if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
             return ws
         text = prompt(call, ws)
+        job = call.submit(tool, arguments, text, read_only=read_only, finish=finish)
     except KimiMCPError as exc:
         return call.fail(exc)
-    base = await call.run(text, read_only=read_only)
-    return call.done(await finish(call, base) if finish else base)
+    return await call.wait(job, wait_s)
 
 
-async def in_worker(work: Callable[[Call, TaskResult], R], call: Call, base: TaskResult) -> R:
-    """Run a finishing step that reads files or diffs them in a worker thread: the event loop keeps
-    serving other requests, and a cancelled call returns at once (the thread's result is dropped)."""
-    return await anyio.to_thread.run_sync(work, call, base, abandon_on_cancel=True)
+async def snapshot(job: Job) -> TaskResult:
+    """The job's result or status (listing the files changed so far walks the tracker: a worker thread)."""
+    return await anyio.to_thread.run_sync(job.snapshot, abandon_on_cancel=True)
+
+
+async def cancel_and_wait(job: Job) -> None:
+    """Interrupt the job's turn and wait until Kimi is cleaned up (even while this call is cancelled)."""
+    if not job.done.is_set():
+        job.cancel.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(job.done.wait)
+
+
+def _trimmed(arguments: dict[str, Any], limit: int = 2_000) -> dict[str, Any]:
+    """The arguments as the job store keeps them: long texts cut to ``limit`` characters."""
+    return {k: v[:limit] + "…" if isinstance(v, str) and len(v) > limit else v for k, v in arguments.items()}
 
 
 def not_blank(**arguments: str) -> Callable[[], None]:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .. import answers, prompts
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
-from ._params import Files, Reply, WorkDir, reads
+from ._params import Files, Reply, WaitS, WorkDir, reads
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
@@ -47,6 +47,7 @@ async def kimi_analyze_code(
     analysis_focus: Annotated[str | None, Field(description="What to look at in particular")] = None,
     role: Annotated[Role, Field(description="Reviewer perspective")] = "general",
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -54,14 +55,18 @@ async def kimi_analyze_code(
             call.files(file_paths, "file_paths", required=True), analysis_focus, role
         )
 
-    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult) -> TaskResult:
         result, parsed = structured(AnalysisResult, base, answers.AnalysisAnswer)
         result.role = role
         result.analysis = parsed.analysis if parsed else base.output
         result.suggestions = list(parsed.suggestions) if parsed else []
         return result
 
-    return await run_tool(ctx, backend, AnalysisResult, work_dir, prompt, read_only=True, finish=finish)
+    arguments = {"file_paths": file_paths, "analysis_focus": analysis_focus, "role": role}
+    return await run_tool(
+        ctx, backend, AnalysisResult, work_dir, prompt, tool="kimi_analyze_code", arguments=arguments,
+        read_only=True, wait_s=wait_s, finish=finish,
+    )  # fmt: skip
 
 
 @tool(
@@ -80,6 +85,7 @@ async def kimi_verify(
     file_paths: Files,
     prompt: Annotated[str | None, Field(description="Extra instructions for the check")] = None,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     items = [requirements] if isinstance(requirements, str) else list(requirements)
@@ -89,7 +95,7 @@ async def kimi_verify(
     def text(call: Call, _ws: Path) -> str:
         return prompts.verify_prompt(listed, call.files(file_paths, "file_paths", required=True), prompt)
 
-    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult) -> TaskResult:
         result, parsed = structured(VerifyResult, base, answers.VerifyAnswer)
         if parsed:
             result.verdict = parsed.verdict
@@ -101,9 +107,11 @@ async def kimi_verify(
         if not items:
             raise BadInput("requirements are empty")
 
+    arguments = {"requirements": items, "file_paths": file_paths, "prompt": prompt}
     return await run_tool(
-        ctx, backend, VerifyResult, work_dir, text, read_only=True, check=check, finish=finish
-    )
+        ctx, backend, VerifyResult, work_dir, text, tool="kimi_verify", arguments=arguments, read_only=True,
+        wait_s=wait_s, check=check, finish=finish,
+    )  # fmt: skip
 
 
 @tool(
@@ -139,6 +147,7 @@ async def kimi_consult(
         list[ExchangeTurn] | None, Field(description="Earlier rounds of this consultation")
     ] = None,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     given = {
@@ -159,7 +168,7 @@ async def kimi_consult(
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
 
-    async def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult) -> TaskResult:
         result, parsed = structured(ConsultResult, base, answers.ConsultAnswer)
         result.role = role
         if parsed:
@@ -173,6 +182,8 @@ async def kimi_consult(
         return result
 
     check = not_blank(message=message)
+    arguments = {"role": role, "message": message, "file_paths": file_paths, **context}
     return await run_tool(
-        ctx, backend, ConsultResult, work_dir, prompt, read_only=True, check=check, finish=finish
-    )
+        ctx, backend, ConsultResult, work_dir, prompt, tool="kimi_consult", arguments=arguments,
+        read_only=True, wait_s=wait_s, check=check, finish=finish,
+    )  # fmt: skip

@@ -14,8 +14,8 @@ from pydantic import Field
 from .. import answers, prompts, tracker
 from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._params import Files, Reply, WorkDir, writes
-from ._pipeline import Backend, Call, current_backend, in_worker, not_blank, run_tool, structured
+from ._params import Files, Reply, WaitS, WorkDir, writes
+from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 
 @tool(
@@ -36,6 +36,7 @@ async def kimi_code_task(
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
     constraints: Annotated[str | None, Field(description="Rules Kimi must follow (style, scope, …)")] = None,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -43,7 +44,15 @@ async def kimi_code_task(
         return prompts.code_task_prompt(task_description, files, constraints)
 
     check = not_blank(task_description=task_description)
-    return await run_tool(ctx, backend, TaskResult, work_dir, prompt, read_only=False, check=check)
+    arguments = {
+        "task_description": task_description,
+        "context_files": context_files,
+        "constraints": constraints,
+    }
+    return await run_tool(
+        ctx, backend, TaskResult, work_dir, prompt, tool="kimi_code_task", arguments=arguments,
+        read_only=False, wait_s=wait_s, check=check,
+    )  # fmt: skip
 
 
 @tool(
@@ -59,14 +68,17 @@ async def kimi_prompt(
     prompt: Annotated[str, Field(description="The prompt for Kimi", max_length=100_000)],
     include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def text(_call: Call, ws: Path) -> str:
         return prompts.free_prompt(prompt, workspace_overview(ws) if include_workspace_context else None)
 
+    arguments = {"prompt": prompt, "include_workspace_context": include_workspace_context}
     return await run_tool(
-        ctx, backend, TaskResult, work_dir, text, read_only=False, check=not_blank(prompt=prompt)
-    )
+        ctx, backend, TaskResult, work_dir, text, tool="kimi_prompt", arguments=arguments, read_only=False,
+        wait_s=wait_s, check=not_blank(prompt=prompt),
+    )  # fmt: skip
 
 
 @tool(
@@ -84,6 +96,7 @@ async def kimi_refactor(
     refactor_instructions: Annotated[str, Field(description="What to change", max_length=50_000)],
     safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     target: dict[str, str] = {}
@@ -92,9 +105,6 @@ async def kimi_refactor(
         rel = target["path"] = safe_relative(ws, file_path)
         original = target["original"] = call.files([rel], "file_path", required=True)[0].text
         return prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
-
-    async def finish(call: Call, base: TaskResult) -> TaskResult:
-        return await in_worker(refactored, call, base)
 
     def refactored(call: Call, base: TaskResult) -> RefactorResult:
         assert call.workspace is not None
@@ -115,9 +125,13 @@ async def kimi_refactor(
         return result
 
     check = not_blank(refactor_instructions=refactor_instructions)
+    arguments = {
+        "file_path": file_path, "refactor_instructions": refactor_instructions, "safety_checks": safety_checks,
+    }  # fmt: skip
     return await run_tool(
-        ctx, backend, RefactorResult, work_dir, prompt, read_only=False, check=check, finish=finish
-    )
+        ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
+        read_only=False, wait_s=wait_s, check=check, finish=refactored,
+    )  # fmt: skip
 
 
 @tool(
@@ -134,6 +148,7 @@ async def kimi_debug(
     relevant_files: Files = [],  # noqa: B006
     context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
     work_dir: WorkDir = None,
+    wait_s: WaitS = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     originals: dict[str, str] = {}
@@ -142,9 +157,6 @@ async def kimi_debug(
         files = call.files(relevant_files, "relevant_files")
         originals.update((f.path, f.text) for f in files)
         return prompts.debug_prompt(error_message, files, context)
-
-    async def finish(call: Call, base: TaskResult) -> TaskResult:
-        return await in_worker(debugged, call, base)
 
     def debugged(call: Call, base: TaskResult) -> DebugResult:
         result, parsed = structured(DebugResult, base, answers.DebugAnswer)
@@ -169,9 +181,11 @@ async def kimi_debug(
         return result
 
     check = not_blank(error_message=error_message)
+    arguments = {"error_message": error_message, "relevant_files": relevant_files, "context": context}
     return await run_tool(
-        ctx, backend, DebugResult, work_dir, prompt, read_only=False, check=check, finish=finish
-    )
+        ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
+        read_only=False, wait_s=wait_s, check=check, finish=debugged,
+    )  # fmt: skip
 
 
 def _read_after(call: Call, rel: str) -> tuple[str | None, str | None]:

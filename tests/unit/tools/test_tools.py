@@ -18,6 +18,8 @@ from kimi_mcp.server import create_server
 from kimi_mcp.tools import ALL_TOOLS, TOOLS
 
 WRITE_TOOLS = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
+JOB_TOOLS = {"kimi_job", "kimi_jobs", "kimi_continue"}
+MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue"}  # cancel interrupts a turn; a follow-up may write
 
 
 class FakeRunner:
@@ -51,15 +53,18 @@ def listed(settings: Settings) -> list:
 
 
 def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
-    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 7
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 10
     assert all(fn.__name__ == name for name, fn in TOOLS.items())
     tools = {tool.name: tool for tool in listed(Settings())}
     assert set(tools) == set(ALL_TOOLS)
     for name, tool in tools.items():
         assert "backend" not in tool.input_schema["properties"]  # the injected dependency is not an argument
-        assert "work_dir" in tool.input_schema["properties"]
-        assert tool.annotations.read_only_hint is (name not in WRITE_TOOLS)
+        assert tool.annotations.read_only_hint is (name not in MAY_CHANGE)
+        if name in JOB_TOOLS:
+            continue
+        assert {"work_dir", "wait_s"} <= set(tool.input_schema["properties"])
         assert tool.output_schema["properties"]["success"]["type"] == "boolean"
+        assert {"job_id", "status", "progress"} <= set(tool.output_schema["properties"])
 
 
 def test_only_the_enabled_tools_are_registered_and_unknown_names_are_refused() -> None:

@@ -1,0 +1,20 @@
+"""Jobs: each tool call's Kimi turn as a job that can outlive the call (``_manager``), kept in a SQLite
+job store shared by every kimi-mcp server of the user (``_store``)."""
+
+from __future__ import annotations
+
+from ._manager import Job, JobManager, record_result, status_of
+from ._store import FINISHED, STORE_FILE, JobRecord, JobStore, owner_alive, owner_id
+
+__all__ = [
+    "FINISHED",
+    "STORE_FILE",
+    "Job",
+    "JobManager",
+    "JobRecord",
+    "JobStore",
+    "owner_alive",
+    "owner_id",
+    "record_result",
+    "status_of",
+]

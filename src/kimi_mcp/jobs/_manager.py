@@ -1,0 +1,272 @@
+"""Every tool call runs as a *job*: a thread of this server that runs the Kimi turn and the tool's finishing
+step, recorded in the job store from the moment it is accepted until its result is kept there.
+
+The call that started a job waits for it (``wait_s``, else until it is done); a call that stops waiting
+returns the job's status and ``kimi_job`` picks it up later, from this server's memory while it runs and
+from the store once it is done (also after a restart, or from another server sharing the store). While a
+job runs, a ticker writes its progress to the store every ``TICK`` seconds and reads whether another server
+asked to cancel it; only the owner runs or cancels a job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .._logging import get_logger
+from ..errors import KimiMCPError, SessionError
+from ..models import ErrorInfo, JobProgress, JobStatus, TaskResult
+from ..runner import RunWatch
+from ._store import (
+    FINISHED,
+    INTERRUPTED_MESSAGE,
+    INTERRUPTED_SUGGESTION,
+    JobRecord,
+    JobStore,
+    owner_id,
+)
+
+log = get_logger("jobs")
+
+TICK = 1.0  # seconds between progress writes to the store (and looks for remote cancellations)
+
+
+class Job:
+    """A job that runs in this server."""
+
+    def __init__(self, record: JobRecord, cls: type[TaskResult]) -> None:
+        self.job_id, self.tool, self.cls = record.job_id, record.tool, cls
+        self.workspace, self.read_only = record.workspace, record.read_only
+        self.started_at = record.started_at
+        self.started = time.monotonic()
+        self.cancel = threading.Event()  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
+        self.done = threading.Event()
+        self.watch = RunWatch()
+        self.activity = "queued"
+        self.seq = 0  # bumped by every progress message (waiters relay what is new)
+        self.result: TaskResult | None = None
+
+    def on_progress(self, message: str) -> None:
+        self.activity = message
+        self.seq += 1
+
+    @property
+    def status(self) -> JobStatus:
+        if self.result is not None:
+            return self.result.status
+        return "queued" if self.watch.queued else "running"
+
+    def progress(self, files: bool = True) -> JobProgress:
+        """Where the job stands (``files``: also list the files changed so far, which walks the tracker)."""
+        changed: list[str] = []
+        if files:
+            try:
+                changed = self.watch.changed_so_far()
+            except Exception as exc:  # a status must not fail because the tracker did
+                log.debug("no change list so far: %s", exc)
+        elapsed = round(time.monotonic() - self.started, 1)
+        return JobProgress(elapsed_s=elapsed, activity=self.activity, files_changed=changed)
+
+    def snapshot(self, files: bool = True) -> TaskResult:
+        """The finished result, or a result saying the job is still going (``status`` running or queued)."""
+        if self.result is not None:
+            return self.result
+        return self.cls(
+            success=False,
+            job_id=self.job_id,
+            status=self.status,
+            progress=self.progress(files),
+            workspace=self.workspace,
+            session_id=self.watch.session_id,
+            notes=[f"Still {self.status}: call kimi_job(job_id={self.job_id!r}) to wait for the result."],
+        )
+
+
+def status_of(result: TaskResult) -> JobStatus:
+    if result.success:
+        return "done"
+    return "cancelled" if result.error is not None and result.error.type == "cancelled" else "failed"
+
+
+def summary_of(result: TaskResult) -> str:
+    """One line: the error, else what changed and the start of Kimi's answer."""
+    if result.error is not None:
+        return f"{result.error.type}: {result.error.message}"[:200]
+    counts = f"{len(result.files_created)} created, {len(result.files_modified)} modified, " + (
+        f"{len(result.files_deleted)} deleted"
+    )
+    first = next((line.strip() for line in result.output.splitlines() if line.strip()), "")
+    return f"{counts}: {first}"[:200] if first else counts
+
+
+class JobManager:
+    """The jobs of one server, and the store they are kept in (opened on first use)."""
+
+    def __init__(self, path: Path, ttl_days: float = 7.0) -> None:
+        self.path = path
+        self.ttl_days = ttl_days
+        self.owner = owner_id()
+        self._store: JobStore | None = None
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+        self._stopping = False
+        self._ticker: threading.Thread | None = None
+
+    @property
+    def store(self) -> JobStore:
+        with self._lock:
+            if self._store is None:
+                if self._stopping:
+                    raise SessionError("the server is shutting down", retryable=True)
+                self._store = JobStore(self.path)
+                interrupted = self._store.interrupt_orphans()
+                pruned = self._store.prune(self.ttl_days)
+                log.info("job store %s: %d interrupted, %d pruned", self.path, len(interrupted), pruned)
+            return self._store
+
+    # -- running -----------------------------------------------------------------------------------------
+    def submit(
+        self,
+        *,
+        tool: str,
+        cls: type[TaskResult],
+        workspace: str,
+        read_only: bool,
+        arguments: dict,
+        summary: str,
+        work: Callable[[Job], TaskResult],
+        session_id: str | None = None,
+    ) -> Job:
+        """Record a job and start ``work(job)`` in its own thread."""
+        record = self.store.create(
+            tool=tool, workspace=workspace, read_only=read_only, arguments=arguments, owner=self.owner,
+            session_id=session_id, summary=summary[:200],
+        )  # fmt: skip
+        job = Job(record, cls)
+        job.watch.session_id = session_id
+        with self._lock:
+            if self._stopping:
+                raise SessionError("the server is shutting down", retryable=True)
+            self._jobs[job.job_id] = job
+            self._start_ticker()
+        thread = threading.Thread(target=self._run, args=(job, work), name=f"kimi-job-{job.job_id}")
+        thread.daemon = True
+        thread.start()
+        return job
+
+    def _run(self, job: Job, work: Callable[[Job], TaskResult]) -> None:
+        try:
+            result = work(job)
+        except KimiMCPError as exc:
+            result = job.cls(success=False, workspace=job.workspace, error=ErrorInfo.from_exception(exc))
+        except Exception as exc:  # a bug must still finish the job
+            log.exception("job %s failed", job.job_id)
+            error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
+            result = job.cls(success=False, workspace=job.workspace, error=ErrorInfo.from_exception(error))
+        self._finish(job, result)
+
+    def _finish(self, job: Job, result: TaskResult) -> None:
+        result.job_id = job.job_id
+        result.status = "interrupted" if self._stopping and not result.success else status_of(result)
+        result.progress = None
+        result.session_id = result.session_id or job.watch.session_id
+        with self._lock:
+            if job.result is not None:  # recorded as interrupted at shutdown already
+                return
+            job.result = result
+        try:
+            payload = result.model_dump(mode="json")
+            self.store.finish(
+                job.job_id, status=result.status, result=payload, summary=summary_of(result),
+                session_id=result.session_id,
+            )  # fmt: skip
+        except Exception:
+            log.exception("could not record job %s", job.job_id)
+        finally:
+            job.done.set()
+            with self._lock:
+                self._jobs.pop(job.job_id, None)
+
+    # -- looking up ------------------------------------------------------------------------------------
+    def local(self, job_id: str) -> Job | None:
+        """The job if this server runs it now."""
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def running_here(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def cancel(self, job_id: str) -> None:
+        """Interrupt the job's turn: here if this server runs it, else ask its owner through the store."""
+        job = self.local(job_id)
+        if job is not None:
+            job.cancel.set()
+        else:
+            self.store.request_cancel(job_id)
+
+    # -- the ticker: progress for other servers, their cancellations for us ------------------------------
+    def _start_ticker(self) -> None:
+        if self._ticker is None or not self._ticker.is_alive():
+            self._ticker = threading.Thread(target=self._tick, name="kimi-jobs-ticker", daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(TICK)
+            with self._lock:
+                jobs = [job for job in self._jobs.values() if job.result is None]
+                if not jobs or self._stopping:
+                    self._ticker = None
+                    return
+            for job in jobs:
+                try:
+                    progress = job.progress(files=False).model_dump(mode="json")
+                    store = self.store
+                    store.update(
+                        job.job_id, status=job.status, progress=progress, session_id=job.watch.session_id
+                    )
+                    if store.cancel_requested(job.job_id):
+                        job.cancel.set()
+                except Exception as exc:
+                    log.debug("job %s: progress not recorded: %s", job.job_id, exc)
+
+    # -- shutdown ----------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Record every job still running here as ``interrupted`` (the server goes away; the Kimi processes
+        are stopped by the runner). Idempotent."""
+        with self._lock:
+            self._stopping = True
+            jobs = [job for job in self._jobs.values() if job.result is None]
+        for job in jobs:
+            job.cancel.set()
+            error = SessionError(INTERRUPTED_MESSAGE, suggestion=INTERRUPTED_SUGGESTION, retryable=True)
+            result = job.cls(
+                success=False, workspace=job.workspace, session_id=job.watch.session_id,
+                error=ErrorInfo.from_exception(error),
+            )  # fmt: skip
+            self._finish(job, result)
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+
+def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:
+    """A stored job as a result: the whole result once it is finished, else its last recorded progress."""
+    if record.status in FINISHED and record.result is not None:
+        return cls.model_validate(record.result)
+    progress = JobProgress.model_validate(record.progress) if record.progress else None
+    if progress is not None:
+        progress.elapsed_s = round(time.time() - record.started_at, 1)
+    return cls(
+        success=False,
+        job_id=record.job_id,
+        status=record.status,  # type: ignore[arg-type]
+        progress=progress,
+        workspace=record.workspace,
+        session_id=record.session_id,
+        notes=[f"Still {record.status} in another kimi-mcp server; kimi_job waits for it."],
+    )

@@ -1,0 +1,449 @@
+"""The job store: one SQLite row per job (tool, arguments, workspace, session, status, times, result).
+
+A job outlives the tool call that started it, and may outlive its server: a finished job's whole result is
+kept here, so ``kimi_job`` still returns it after a restart. Two kimi-mcp servers (two Claude Code windows)
+share one store file, so it runs in WAL mode (readers never block the writer, the writer never blocks
+readers) with a busy timeout (two writers wait for each other instead of failing), and
+``synchronous=NORMAL`` (no fsync per commit: a power loss may drop the last jobs' rows, never corrupt
+the file). Each server sees the other's jobs, but only a job's *owner* (:func:`owner_id`, the pid plus the
+process start time, so a reused pid is not mistaken for the old server) runs it; another server asks it to
+stop through ``cancel_requested``, which the owner polls. A job whose owner died is marked ``interrupted``
+by the next server that starts (:meth:`JobStore.interrupt_orphans`), never left ``running`` forever.
+
+The store is never the only copy of anything the user owns: files live in the workspace, the store holds
+results (arguments arrive with secrets already masked). One connection per store object, shared by the
+server's threads behind a lock; JSON is stored as text. The result is the last column, so listing jobs
+never reads its overflow pages.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+STATUSES: frozenset[str] = frozenset({"done", "running", "queued", "failed", "cancelled", "interrupted"})
+FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled", "interrupted"})
+UNFINISHED: frozenset[str] = STATUSES - FINISHED
+
+STORE_FILE = "jobs.sqlite3"  # the file's name inside the state directory
+SCHEMA_VERSION = 1  # PRAGMA user_version; a later migration steps it
+
+INTERRUPTED_MESSAGE = "the kimi-mcp server running this job stopped before it finished"
+INTERRUPTED_SUGGESTION = (
+    "Continue the conversation with kimi_continue(session_id, ...) if it has a session_id, "
+    "or start the task again."
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    job_id TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    session_id TEXT,
+    owner TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    summary TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    progress TEXT,
+    arguments TEXT NOT NULL,
+    result TEXT
+);
+-- Ascending indexes scanned backwards give "started_at DESC, rowid DESC" with no sort step.
+CREATE INDEX IF NOT EXISTS jobs_started ON jobs (started_at);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, started_at);
+CREATE INDEX IF NOT EXISTS jobs_workspace ON jobs (workspace, started_at);
+CREATE INDEX IF NOT EXISTS jobs_session ON jobs (session_id, started_at);
+"""
+
+_HAVE_PROC = os.path.exists("/proc/self/stat")
+
+# Every column but the cancel flag and the result, in JobRecord's order.
+_COLUMNS = (
+    "job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at, "
+    "summary, progress"
+)
+_NEWEST_FIRST = "ORDER BY started_at DESC, rowid DESC"
+_IN_FINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(FINISHED)))
+_IN_UNFINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(UNFINISHED)))
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job as stored."""
+
+    job_id: str  # "job_" + 16 hex characters
+    tool: str  # e.g. "kimi_code_task", "kimi_continue"
+    workspace: str
+    read_only: bool
+    status: str  # a JobStatus
+    session_id: str | None
+    arguments: dict[str, Any]  # secrets already masked by the caller
+    owner: str  # the server that runs the job (owner_id())
+    started_at: float  # unix time
+    finished_at: float | None
+    summary: str  # one line
+    progress: dict[str, Any] | None  # while running
+    result: dict[str, Any] | None  # the whole result once finished; None from JobStore.list()
+    cancel_requested: bool
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from start to finish, or so far while unfinished (to 0.1 s)."""
+        end = time.time() if self.finished_at is None else self.finished_at
+        return round(max(0.0, end - self.started_at), 1)
+
+
+def owner_id() -> str:
+    """This process as a job owner: ``"<pid>:<start time in clock ticks>"``."""
+    pid = os.getpid()
+    return f"{pid}:{_start_ticks(pid)}"
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by :func:`owner_id`'s string still runs: the pid exists and started at the
+    recorded time (a reused pid does not count). Anything malformed is not alive."""
+    pid_text, sep, ticks_text = owner.partition(":")
+    if not (sep and pid_text.isdigit() and ticks_text.isdigit()) or int(pid_text) <= 0:
+        return False
+    ticks = _start_ticks(int(pid_text))
+    return ticks is not None and ticks == int(ticks_text)
+
+
+def _start_ticks(pid: int) -> int | None:
+    """A process's start time (``/proc/<pid>/stat`` field 22, clock ticks after boot); None if it is gone
+    or a zombie (it will run nothing more)."""
+    if not _HAVE_PROC:
+        return _start_ticks_psutil(pid)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # Field 2 (the command name) may hold spaces and parentheses: count fields after its last ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if len(fields) < 20 or fields[0] == b"Z":  # fields[0] is field 3 (the state), fields[19] field 22
+        return None
+    return int(fields[19])
+
+
+def _start_ticks_psutil(pid: int) -> int | None:
+    """The same without ``/proc`` (macOS, BSD): psutil's creation time in hundredths of a second."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return round(process.create_time() * 100)
+    except psutil.Error:
+        return None
+
+
+class JobStore:
+    """The jobs of every kimi-mcp server sharing ``path``. Safe to use from many threads."""
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _create_private(self.path)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        with self._write():
+            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(
+                    f"the job store {self.path} has schema version {version}, newer than this "
+                    f"kimi-mcp's {SCHEMA_VERSION}: update kimi-mcp or set another KIMI_MCP_STATE_DIR"
+                )
+            if version < SCHEMA_VERSION:
+                for statement in _SCHEMA.split(";"):
+                    self._conn.execute(statement)
+                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, holding the lock. ``BEGIN IMMEDIATE`` takes the file's write lock at once
+        (waiting up to the busy timeout), so a read inside it never has to upgrade and fail as busy."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> int:
+        """One autocommitted statement; returns the rows it changed."""
+        with self._lock:
+            return self._conn.execute(sql, params).rowcount
+
+    def create(
+        self,
+        *,
+        tool: str,
+        workspace: str,
+        read_only: bool,
+        arguments: dict[str, Any],
+        owner: str,
+        status: str = "queued",
+        session_id: str | None = None,
+        summary: str = "",
+    ) -> JobRecord:
+        """Record a new, unfinished job and return it."""
+        _check_status(status, UNFINISHED)
+        record = JobRecord(
+            job_id="job_" + secrets.token_hex(8),
+            tool=tool,
+            workspace=workspace,
+            read_only=read_only,
+            status=status,
+            session_id=session_id,
+            arguments=arguments,
+            owner=owner,
+            started_at=time.time(),
+            finished_at=None,
+            summary=_one_line(summary),
+            progress=None,
+            result=None,
+            cancel_requested=False,
+        )
+        self._execute(
+            f"INSERT INTO jobs ({_COLUMNS}, cancel_requested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            _row_values(record),
+        )
+        return record
+
+    def update(
+        self,
+        job_id: str,
+        *,
+        status: str | None = None,
+        session_id: str | None = None,
+        progress: dict[str, Any] | None = None,
+        summary: str | None = None,
+    ) -> None:
+        """Change only the given fields of an unfinished job (a finished or unknown job is left alone, so a
+        late progress report cannot touch a finished one). Finishing is :meth:`finish`'s."""
+        fields: dict[str, Any] = {}
+        if status is not None:
+            _check_status(status, UNFINISHED)
+            fields["status"] = status
+        if session_id is not None:
+            fields["session_id"] = session_id
+        if progress is not None:
+            fields["progress"] = _dumps(progress)
+        if summary is not None:
+            fields["summary"] = _one_line(summary)
+        if fields:
+            assignments = ", ".join(f"{name} = ?" for name in fields)
+            self._execute(
+                f"UPDATE jobs SET {assignments} WHERE job_id = ? AND finished_at IS NULL",
+                (*fields.values(), job_id),
+            )
+
+    def finish(
+        self, job_id: str, *, status: str, result: dict[str, Any], summary: str, session_id: str | None = None
+    ) -> None:
+        """Record a job's end: its finished status, whole result and summary; clears its progress."""
+        _check_status(status, FINISHED)
+        self._execute(
+            "UPDATE jobs SET status = ?, result = ?, summary = ?, session_id = COALESCE(?, session_id), "
+            "finished_at = ?, progress = NULL WHERE job_id = ?",
+            (status, _dumps(result), _one_line(summary), session_id, time.time(), job_id),
+        )
+
+    def get(self, job_id: str) -> JobRecord | None:
+        """One job with its result, or None."""
+        rows = self._query(
+            f"SELECT {_COLUMNS}, cancel_requested, result FROM jobs WHERE job_id = ?", (job_id,)
+        )
+        return _record(rows[0]) if rows else None
+
+    def list(
+        self, *, limit: int = 20, status: str | None = None, workspace: str | None = None
+    ) -> list[JobRecord]:
+        """The newest ``limit`` jobs, optionally of one status and/or workspace; ``result`` is None."""
+        where, params = [], []
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        if workspace is not None:
+            where.append("workspace = ?")
+            params.append(workspace)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        rows = self._query(
+            f"SELECT {_COLUMNS}, cancel_requested, NULL FROM jobs {clause}{_NEWEST_FIRST} LIMIT ?",
+            (*params, max(0, limit)),
+        )
+        return [_record(row) for row in rows]
+
+    def latest_for_session(self, session_id: str) -> JobRecord | None:
+        """The newest job of a Kimi session, with its result, or None."""
+        rows = self._query(
+            f"SELECT {_COLUMNS}, cancel_requested, result FROM jobs WHERE session_id = ? {_NEWEST_FIRST} LIMIT 1",
+            (session_id,),
+        )
+        return _record(rows[0]) if rows else None
+
+    def request_cancel(self, job_id: str) -> None:
+        """Ask a job's owner (maybe another server, which polls :meth:`cancel_requested`) to cancel it."""
+        self._execute(
+            "UPDATE jobs SET cancel_requested = 1 WHERE job_id = ? AND finished_at IS NULL", (job_id,)
+        )
+
+    def cancel_requested(self, job_id: str) -> bool:
+        rows = self._query("SELECT cancel_requested FROM jobs WHERE job_id = ?", (job_id,))
+        return bool(rows and rows[0][0])
+
+    def interrupt_orphans(self, is_alive: Callable[[str], bool] = owner_alive) -> builtins.list[str]:
+        """Mark every running or queued job whose owner is gone ``interrupted`` (with a session error
+        result naming its session); returns their ids. Each owner is checked once."""
+        rows = self._query(
+            f"SELECT job_id, owner, session_id, workspace FROM jobs WHERE status {_IN_UNFINISHED}"
+        )
+        alive = {owner: is_alive(owner) for owner in {row[1] for row in rows}}
+        orphans = [row for row in rows if not alive[row[1]]]
+        interrupted: builtins.list[str] = []
+        if not orphans:
+            return interrupted
+        now = time.time()
+        with self._write() as conn:
+            for job_id, owner, session_id, workspace in orphans:
+                changed = conn.execute(
+                    "UPDATE jobs SET status = 'interrupted', finished_at = ?, result = ?, progress = NULL "
+                    f"WHERE job_id = ? AND owner = ? AND status {_IN_UNFINISHED}",
+                    (now, _dumps(_interrupted_result(job_id, session_id, workspace)), job_id, owner),
+                ).rowcount
+                if changed:  # another server starting at the same time may have got there first
+                    interrupted.append(job_id)
+        return interrupted
+
+    def prune(self, ttl_days: float) -> int:
+        """Delete finished jobs that ended (or started, if no end was recorded) over ``ttl_days`` ago;
+        returns how many."""
+        cutoff = time.time() - ttl_days * 86400
+        return self._execute(
+            f"DELETE FROM jobs WHERE status {_IN_FINISHED} AND COALESCE(finished_at, started_at) < ?",
+            (cutoff,),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only (SQLite gives its -wal and -shm files the
+    same mode); an existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _check_status(status: str, allowed: frozenset[str]) -> None:
+    if status not in allowed:
+        raise ValueError(f"job status {status!r} is not one of {sorted(allowed)}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _dumps(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    return None if text is None else json.loads(text)
+
+
+def _row_values(record: JobRecord) -> tuple[Any, ...]:
+    """``record`` as the values of :data:`_COLUMNS`."""
+    return (
+        record.job_id,
+        record.tool,
+        record.workspace,
+        int(record.read_only),
+        record.status,
+        record.session_id,
+        _dumps(record.arguments),
+        record.owner,
+        record.started_at,
+        record.finished_at,
+        record.summary,
+        None if record.progress is None else _dumps(record.progress),
+    )
+
+
+def _record(row: tuple[Any, ...]) -> JobRecord:
+    """A row of ``_COLUMNS, cancel_requested, result`` as a record."""
+    (job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at) = row[
+        :10
+    ]
+    summary, progress, cancel, result = row[10:]
+    return JobRecord(
+        job_id=job_id,
+        tool=tool,
+        workspace=workspace,
+        read_only=bool(read_only),
+        status=status,
+        session_id=session_id,
+        arguments=json.loads(arguments),
+        owner=owner,
+        started_at=started_at,
+        finished_at=finished_at,
+        summary=summary,
+        progress=_loads(progress),
+        result=_loads(result),
+        cancel_requested=bool(cancel),
+    )
+
+
+def _interrupted_result(job_id: str, session_id: str | None, workspace: str) -> dict[str, Any]:
+    """What ``kimi_job`` returns for a job whose server died under it."""
+    return {
+        "success": False,
+        "status": "interrupted",
+        "job_id": job_id,
+        "session_id": session_id,
+        "workspace": workspace,
+        "error": {
+            "type": "session",
+            "message": INTERRUPTED_MESSAGE,
+            "details": {},
+            "suggestion": INTERRUPTED_SUGGESTION,
+            "retryable": True,
+        },
+    }

@@ -1,0 +1,237 @@
+"""The job tools: wait for, read or cancel a job (``kimi_job``), list jobs (``kimi_jobs``), and send a
+follow-up in the same Kimi conversation (``kimi_continue``)."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+import anyio
+import mcp_types
+from fastmcp import Context
+from fastmcp.dependencies import Depends
+from fastmcp.tools import tool
+from fastmcp.tools.base import ToolResult
+from pydantic import Field
+
+from .. import prompts
+from ..errors import BadInput, KimiMCPError
+from ..jobs import FINISHED, JobRecord, owner_alive, record_result
+from ..models import (
+    AnalysisResult,
+    ConsultResult,
+    DebugResult,
+    JobList,
+    JobSummary,
+    RefactorResult,
+    TaskResult,
+    VerifyResult,
+)
+from ..workspace import resolve_workspace
+from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
+from ._params import Files, Reply, WaitS, reads, writes
+from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
+
+#: the result type of each tool's jobs (every other tool returns a plain TaskResult)
+RESULT_TYPES: dict[str, type[TaskResult]] = {
+    "kimi_refactor": RefactorResult,
+    "kimi_debug": DebugResult,
+    "kimi_analyze_code": AnalysisResult,
+    "kimi_verify": VerifyResult,
+    "kimi_consult": ConsultResult,
+}
+POLL_S = 0.5  # seconds between looks at the store while waiting for another server's job
+CANCEL_WAIT_S = 30.0  # how long `cancel` waits for another server to stop its job
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+_UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
+
+
+@tool(
+    description=(
+        "Wait for, read or cancel a Kimi job. Every kimi tool call is a job; a call that returned status "
+        "'running' (its wait_s ran out) goes on in the background. action='wait' (default) blocks up to "
+        "wait_s seconds and returns the job's whole result once it is done (the same fields its tool "
+        "returns), else its progress; 'status' returns at once; 'cancel' interrupts Kimi and returns the "
+        "partial result (files already changed). Finished results survive a server restart."
+    ),
+    annotations=writes("Kimi: job"),
+    output_schema=TaskResult.model_json_schema(),
+)
+async def kimi_job(
+    ctx: Context,
+    job_id: Annotated[str, Field(description="The job_id a kimi tool returned", max_length=100)],
+    action: Annotated[Literal["wait", "status", "cancel"], Field(description="What to do")] = "wait",
+    wait_s: Annotated[float, Field(ge=0, le=3600, description="Seconds to wait (action 'wait')")] = 60.0,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    jobs = backend.jobs
+    try:
+        record = await _record(backend, job_id)
+        if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
+            return scope
+    except KimiMCPError as exc:
+        return _failure(backend, exc)
+    cls = RESULT_TYPES.get(record.tool, TaskResult)
+    job = jobs.local(job_id)
+    if job is not None:  # running in this server
+        if action == "cancel":
+            await cancel_and_wait(job)
+        elif action == "wait":
+            await wait_for_job(ctx, job, wait_s, backend.settings)  # a cancelled wait leaves the job alone
+        return to_tool_result(await snapshot(job), backend.settings)
+    if action == "cancel" and record.status not in FINISHED:
+        await anyio.to_thread.run_sync(jobs.store.request_cancel, job_id)
+        record = await _poll(backend, job_id, CANCEL_WAIT_S)
+    elif action == "wait" and record.status not in FINISHED:
+        record = await _poll(backend, job_id, wait_s)
+    return to_tool_result(record_result(record, cls), backend.settings)
+
+
+@tool(
+    description=(
+        "List recent Kimi jobs (of every kimi-mcp server sharing the job store), newest first: job_id, "
+        "tool, workspace, status, start time, duration, session_id (for kimi_continue) and a one-line "
+        "summary."
+    ),
+    annotations=reads("Kimi: list jobs"),
+    output_schema=JobList.model_json_schema(),
+)
+async def kimi_jobs(
+    limit: Annotated[int, Field(ge=1, le=500, description="How many jobs")] = 20,
+    status: Annotated[
+        Literal["done", "running", "queued", "failed", "cancelled", "interrupted"] | None,
+        Field(description="Only jobs with this status"),
+    ] = None,
+    work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> ToolResult:
+    workspace = str(Path(work_dir).expanduser().resolve()) if work_dir else None
+    records = await anyio.to_thread.run_sync(
+        lambda: backend.jobs.store.list(limit=limit, status=status, workspace=workspace)
+    )
+    listed = JobList(jobs=[_summary(record) for record in records])
+    payload = listed.model_dump(mode="json")
+    return ToolResult(content=listed.model_dump_json(), structured_content=payload)
+
+
+@tool(
+    description=(
+        "Send a follow-up message to an earlier Kimi conversation (its session_id from a kimi tool's "
+        "result or kimi_jobs): Kimi sees everything said and done before, in the same workspace and mode "
+        "(a read-only session stays read-only). Returns Kimi's answer and the files this turn changed, "
+        "like kimi_code_task. Live conversations are answered at once; older ones are resumed."
+    ),
+    annotations=writes("Kimi: continue a conversation"),
+    output_schema=TaskResult.model_json_schema(),
+)
+async def kimi_continue(
+    ctx: Context,
+    session_id: Annotated[str, Field(description="The conversation's session_id", max_length=128)],
+    message: Annotated[str, Field(description="The follow-up for Kimi", max_length=100_000)],
+    wait_s: WaitS = None,
+    context_files: Files = [],  # noqa: B006 - schema default, never mutated
+    backend: Backend = Depends(current_backend),  # noqa: B008
+) -> Reply:
+    call = Call(ctx, backend, TaskResult)
+    try:
+        not_blank(message=message)()
+        record = await _session(backend, session_id)
+        if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
+            return scope
+        call.workspace = _workspace_of(backend, record)
+        text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
+        arguments = {"session_id": session_id, "message": message, "context_files": context_files}
+        job = call.submit(
+            "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id
+        )
+    except KimiMCPError as exc:
+        return call.fail(exc)
+    return await call.wait(job, wait_s)
+
+
+# -- lookups -------------------------------------------------------------------------------------------
+async def _record(backend: Backend, job_id: str) -> JobRecord:
+    """The job, with an owner that died while it ran recorded as interrupted first."""
+    store = backend.jobs.store
+    record = await anyio.to_thread.run_sync(store.get, job_id.strip())
+    if record is None:
+        raise BadInput(
+            f"unknown job_id {job_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)", suggestion=_UNKNOWN_HINT
+        )
+    if record.status not in FINISHED and record.owner != backend.jobs.owner and not owner_alive(record.owner):
+        await anyio.to_thread.run_sync(store.interrupt_orphans)
+        record = await anyio.to_thread.run_sync(store.get, record.job_id) or record
+    return record
+
+
+async def _poll(backend: Backend, job_id: str, wait_s: float) -> JobRecord:
+    """Another server's job, re-read from the store until it is finished or ``wait_s`` passed."""
+    end = time.monotonic() + wait_s
+    while True:
+        record = await _record(backend, job_id)
+        if record.status in FINISHED or time.monotonic() >= end:
+            return record
+        await anyio.sleep(min(POLL_S, max(0.0, end - time.monotonic())))
+
+
+async def _session(backend: Backend, session_id: str) -> JobRecord:
+    """The newest job of the conversation ``session_id``, if a follow-up may be sent to it now."""
+    session_id = session_id.strip()
+    if not _SESSION_ID.fullmatch(session_id):
+        raise BadInput(f"session_id {session_id!r} is not a Kimi session id", suggestion=_UNKNOWN_HINT)
+    jobs = backend.jobs
+    record = await anyio.to_thread.run_sync(jobs.store.latest_for_session, session_id)
+    if record is None:
+        raise BadInput(
+            f"unknown session_id {session_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)",
+            suggestion=_UNKNOWN_HINT,
+        )
+    record = await _record(backend, record.job_id)
+    if record.status not in FINISHED:
+        raise BadInput(
+            f"the conversation's last turn (job {record.job_id}) is still {record.status}",
+            suggestion=f"Wait for it with kimi_job(job_id={record.job_id!r}), then send the follow-up.",
+            retryable=True,
+        )
+    if record.owner != jobs.owner and owner_alive(record.owner):
+        pid = record.owner.split(":")[0]
+        raise BadInput(
+            f"the conversation {session_id} belongs to another running kimi-mcp server (pid {pid})",
+            suggestion="Continue it from the client connected to that server, or start a new task here.",
+        )
+    return record
+
+
+def _workspace_of(backend: Backend, record: JobRecord) -> Path:
+    settings = backend.settings
+    return resolve_workspace(record.workspace, [], None, allow_home=settings.allow_home_workspace)
+
+
+async def _check_scope(ctx: Context, workspace: str) -> mcp_types.InputRequiredResult | None:
+    """A client that names its roots reaches only jobs in them (an HTTP server may serve several)."""
+    roots = await client_roots(ctx)
+    if isinstance(roots, mcp_types.InputRequiredResult):
+        return roots
+    path = Path(workspace)
+    if roots and not any(path == Path(r) or Path(r) in path.parents for r in roots):
+        raise BadInput(
+            f"that job's workspace {workspace} is outside this client's roots",
+            suggestion="kimi_jobs(work_dir=...) lists the jobs of a workspace you work in.",
+        )
+    return None
+
+
+def _summary(record: JobRecord) -> JobSummary:
+    started = datetime.fromtimestamp(record.started_at, UTC).isoformat(timespec="seconds")
+    return JobSummary(
+        job_id=record.job_id, tool=record.tool, workspace=record.workspace, status=record.status,  # type: ignore[arg-type]
+        started_at=started, duration_s=record.duration_s, session_id=record.session_id,
+        summary=record.summary,
+    )  # fmt: skip
+
+
+def _failure(backend: Backend, exc: KimiMCPError) -> ToolResult:
+    return to_tool_result(error_result(exc), backend.settings)
