@@ -48,10 +48,15 @@ class Reply:
     repeat: int = 1  # how many requests this reply answers (errors: retries hit it again)
     token_delay: float = 0.0  # seconds between streamed chunks
     chunk_chars: int = 16
+    #: answer only if the request's history holds this text (else the reply says NO-HISTORY): proves that
+    #: a follow-up reached the same conversation
+    requires: str | None = None
 
     @classmethod
-    def text_reply(cls, text: str, *, token_delay: float = 0.0, chunk_chars: int = 16) -> Reply:
-        return cls("text", text=text, token_delay=token_delay, chunk_chars=chunk_chars)
+    def text_reply(
+        cls, text: str, *, token_delay: float = 0.0, chunk_chars: int = 16, requires: str | None = None
+    ) -> Reply:
+        return cls("text", text=text, token_delay=token_delay, chunk_chars=chunk_chars, requires=requires)
 
     @classmethod
     def tool(cls, name: str, arguments: dict[str, Any], *, text: str = "") -> Reply:
@@ -220,6 +225,8 @@ class FakeMoonshot:
                     self._json(404, {"error": {"message": "not found"}})
                     return
                 reply = fake._next_reply(last_user_text(body))
+                if reply.requires is not None and reply.requires not in json.dumps(body.get("messages")):
+                    reply = Reply.text_reply("NO-HISTORY: the earlier turn is not in this conversation")
                 if reply.kind == "error":
                     self._json(reply.status, _error_body(reply.status, reply.text))
                     return

@@ -223,6 +223,13 @@ class Driver(ABC):
     def argv(self, read_only: bool = False) -> list[str]:
         """The command line; read-only sessions start in a mode where Kimi itself refuses edits."""
 
+    def resume_argv(self, session_id: str, read_only: bool = False) -> list[str]:
+        """The command line that continues the conversation ``session_id`` (Kimi replays it on screen and
+        appends to its session log). Both dialects take ``-S <id>``; without an id ``-S`` opens a picker,
+        and legacy kimi-cli silently starts an empty session for an unknown id, so the caller checks that
+        the session's log exists first."""
+        return [*self.argv(read_only), "-S", session_id]
+
     @abstractmethod
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         """The child's environment: the server's plus what this dialect needs."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._logging import get_logger
-from ..errors import KimiMCPError, SessionError
+from ..errors import BadInput, KimiMCPError, SessionError
 from ..models import ErrorInfo, JobProgress, JobStatus, TaskResult
 from ..runner import RunWatch
 from ._store import (
@@ -139,7 +139,14 @@ class JobManager:
         work: Callable[[Job], TaskResult],
         session_id: str | None = None,
     ) -> Job:
-        """Record a job and start ``work(job)`` in its own thread."""
+        """Record a job and start ``work(job)`` in its own thread. A conversation (``session_id``) has one
+        turn at a time: two Kimi processes on one conversation would split it in two."""
+        if session_id is not None and any(j.watch.session_id == session_id for j in self.running_here()):
+            raise BadInput(
+                f"the conversation {session_id} has a turn running already",
+                suggestion="Wait for it with kimi_job (kimi_jobs lists it), then send the follow-up.",
+                retryable=True,
+            )
         record = self.store.create(
             tool=tool, workspace=workspace, read_only=read_only, arguments=arguments, owner=self.owner,
             session_id=session_id, summary=summary[:200],

@@ -143,6 +143,7 @@ class TaskRun:
             self.request.workspace, self.request.read_only, self.cancel, self.deadline
         )
         self._hold(stack, lambda: slots.release(claim))
+        self.watch.queued = False
 
     def _hold(self, stack: ExitStack, release: Callable[[], None]) -> None:
         hold = Hold(release)

@@ -126,11 +126,18 @@ class KimiSession:
         read_only = self.policy.read_only
         if self.resume is None:
             argv = self.driver.argv(read_only=read_only)
-        else:
+            self.wire.exclude_existing()
+        elif self.wire.resume(self.resume):  # its log is tailed from its current end: only new turns count
             argv = self.driver.resume_argv(self.resume, read_only=read_only)
+        else:
+            self.state = State.CLOSED
+            raise SessionError(
+                f"Kimi's session log for {self.resume} is gone; the conversation cannot be resumed",
+                details={"session_id": self.resume},
+                suggestion="Start a new task instead (kimi_code_task or another tool).",
+            )
         log.info("spawning %s in %s", " ".join(argv), self.workspace)
         started = time.monotonic()
-        self.wire.exclude_existing()
         self.term.spawn(argv, self.workspace, self.env)
         self._progress(f"starting Kimi ({self.driver.name} {self.driver.install.version})")
         self._startup_limit = min(self.deadline, started + self.startup_timeout)
@@ -140,12 +147,8 @@ class KimiSession:
                 self.term.sleep(TRUST_PAUSE)
             else:
                 self._log_in()
-        self.wire.session_id = self.driver.session_id(self.term.screen.text)
-        if self.resume is not None and not self.wire.resume(self.resume):
-            raise SessionError(
-                f"Kimi's session log for {self.resume} is gone; the conversation cannot be resumed",
-                suggestion="Start a new task instead (kimi_code_task or another tool).",
-            )
+        if self.resume is None:  # a resumed session's id is the one asked for (its replay may hide it)
+            self.wire.session_id = self.driver.session_id(self.term.screen.text)
         ready_after = time.monotonic() - started
         self.state = State.READY
         self._progress(f"Kimi ready after {ready_after:.1f}s")
