@@ -213,5 +213,6 @@ class JobSummary(BaseModel):
 class JobList(BaseModel):
     """Recent jobs of every kimi-mcp server sharing this job store, newest first."""
 
+    success: bool = True
     jobs: list[JobSummary] = Field(default_factory=list)
     error: ErrorInfo | None = None

@@ -41,11 +41,11 @@ def test_tools_are_listed_with_annotations_and_schemas(legacy_env: dict, workspa
         return await client.list_tools()
 
     tools = {t.name: t for t in asyncio.run(with_client(legacy_env, workspace, tmp_path / "s.log", body))}
-    assert set(tools) == READ_ONLY | WRITE
-    for name in READ_ONLY:
+    assert set(tools) == READ_ONLY | WRITE | {"kimi_job", "kimi_jobs", "kimi_continue"}
+    for name in READ_ONLY | {"kimi_jobs"}:
         assert tools[name].annotations.read_only_hint is True, name
         assert tools[name].annotations.destructive_hint is False, name
-    for name in WRITE:
+    for name in WRITE | {"kimi_job", "kimi_continue"}:  # a job cancelled, a follow-up that may write
         assert tools[name].annotations.read_only_hint is False, name
         assert tools[name].annotations.destructive_hint is True, name
     for tool in tools.values():

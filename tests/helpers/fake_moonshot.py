@@ -190,6 +190,7 @@ class FakeMoonshot:
                             "headers": {k.lower(): v for k, v in self.headers.items()},
                             "body": body,
                             "at": time.time(),
+                            "perf": time.perf_counter(),  # the clock of last_chunk_at
                         }
                     )
 

@@ -15,6 +15,7 @@ from kimi_mcp.config import (
     config_file_path,
     load_env_file,
     load_settings,
+    state_dir,
 )
 from kimi_mcp.tracker import TrackerOptions
 
@@ -57,6 +58,9 @@ def test_defaults_without_file_or_environment(xdg: Path) -> None:
     assert settings.tracker_watch is True
     assert settings.tracker_fork is True
     assert settings.tracker_spill is True
+    assert settings.wait_s is None  # a call waits for its turn unless told otherwise
+    assert settings.session_idle == 900.0 and settings.max_live_sessions == 4
+    assert settings.job_ttl_days == 7.0 and settings.state_dir is None
 
 
 def test_content_budgets_have_one_default() -> None:
@@ -237,6 +241,10 @@ def test_settings_model_splits_csv_directly() -> None:
         ("KIMI_MCP_ALLOW_SHELL", "maybe"),
         ("KIMI_MCP_DIALECT", "kimi-3"),
         ("KIMI_MCP_PLATFORM", "example.com"),
+        ("KIMI_MCP_WAIT_S", "-1"),
+        ("KIMI_MCP_SESSION_IDLE", "0"),
+        ("KIMI_MCP_MAX_LIVE_SESSIONS", "-1"),
+        ("KIMI_MCP_JOB_TTL_DAYS", "never"),
     ],
 )
 def test_invalid_environment_value_names_the_variable(xdg: Path, variable: str, raw: str) -> None:
@@ -349,3 +357,13 @@ def test_load_env_file_missing_explicit_file_returns_none(
     clean_env.delenv("KMCP_UNIT_NEW")
     assert load_env_file({"KIMI_MCP_ENV_FILE": str(tmp_path / "missing.env")}) is None
     assert "KMCP_UNIT_NEW" not in os.environ
+
+
+def test_jobs_settings_from_the_environment_and_where_the_job_store_lives(xdg: Path, tmp_path: Path) -> None:
+    env = {"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_WAIT_S": "45", "KIMI_MCP_MAX_LIVE_SESSIONS": "0"}
+    settings = load_settings(env)
+    assert settings.wait_s == 45.0 and settings.max_live_sessions == 0
+    assert state_dir(settings, {"XDG_STATE_HOME": "/xdg"}) == Path("/xdg/kimi-mcp")
+    assert state_dir(Settings(state_dir=str(tmp_path)), {"XDG_STATE_HOME": "/xdg"}) == tmp_path
+    home = Path(os.path.expanduser("~"))
+    assert state_dir(Settings(), {}) == home / ".local" / "state" / "kimi-mcp"

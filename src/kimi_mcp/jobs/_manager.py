@@ -10,6 +10,7 @@ asked to cancel it; only the owner runs or cancels a job.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -120,7 +121,13 @@ class JobManager:
             if self._store is None:
                 if self._stopping:
                     raise SessionError("the server is shutting down", retryable=True)
-                self._store = JobStore(self.path)
+                try:
+                    self._store = JobStore(self.path)
+                except (sqlite3.Error, OSError) as exc:
+                    raise SessionError(
+                        f"cannot open the job store {self.path}: {exc}",
+                        suggestion="Point KIMI_MCP_STATE_DIR at a writable directory of your own.",
+                    ) from exc
                 interrupted = self._store.interrupt_orphans()
                 pruned = self._store.prune(self.ttl_days)
                 log.info("job store %s: %d interrupted, %d pruned", self.path, len(interrupted), pruned)

@@ -26,7 +26,7 @@ from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancel
 from ..secrets import Redactor
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
 from ._policy import ApprovalPolicy
-from ._terminal import POLL, Terminal
+from ._terminal import IDLE_SAMPLE, POLL, PROCESS_SAMPLE, Terminal
 from ._turn import INTERRUPT_WAIT, Turn
 from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail
 
@@ -255,8 +255,13 @@ class KimiSession:
 
     def idle_until(self, stop: threading.Event) -> None:
         """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
-        if not stop.is_set() and not self.term.eof:
+        if stop.is_set() or self.term.eof:
+            return
+        self.term.sample_every = IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
+        try:
             self.term.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
+        finally:
+            self.term.sample_every = PROCESS_SAMPLE
 
     def ready_again(self, limit: float) -> bool:
         """After a cleanly ended turn: whether Kimi is alive and idle, so a follow-up can be typed (the

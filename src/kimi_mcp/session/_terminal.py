@@ -34,6 +34,7 @@ EXIT_POLL = 0.05  # seconds between looks while Kimi exits
 EXIT_WAIT = 2.5  # seconds Kimi has to exit after each exit sequence
 EXIT_IDLE_FIRST, EXIT_IDLE_RETRY = 3.0, 1.5  # idle screen awaited before the first / a later exit sequence
 PROCESS_SAMPLE = 0.5  # seconds between records of Kimi's descendants (ended with it, however it dies)
+IDLE_SAMPLE = 5.0  # the same while nobody uses the session (a standby or a live session between turns)
 
 
 class Terminal:
@@ -68,6 +69,7 @@ class Terminal:
         self._seen: dict[int, psutil.Process] = {}  # every descendant recorded while Kimi ran
         self._seen_lock = threading.Lock()  # kill() reads the record from another thread
         self._sampled = 0.0
+        self.sample_every = PROCESS_SAMPLE
         self._reader: int | None = None  # the thread reading the pty right now, if any
 
     # -- the process -------------------------------------------------------------------------------------
@@ -249,7 +251,7 @@ class Terminal:
                 break
             self._on_output(data)
             timeout = 0
-        if not self.eof and time.monotonic() - self._sampled >= PROCESS_SAMPLE:
+        if not self.eof and time.monotonic() - self._sampled >= self.sample_every:
             self.record_processes()
         if not answer:
             return

@@ -63,6 +63,7 @@ class Turn:
         """Submit the prompt and return when the session log reports the end of the turn."""
         self.term.play(self.driver.submit_sequence(self.prompt))
         self.submitted = time.monotonic()
+        log.debug("prompt typed (%d characters)", len(self.prompt))
         self._progress("prompt sent; Kimi is working")
         self.term.until(self._look, math.inf)
 

@@ -3,7 +3,9 @@ follow-up in the same Kimi conversation (``kimi_continue``)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,12 +20,13 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from .. import prompts
-from ..errors import BadInput, KimiMCPError
+from ..errors import BadInput, KimiMCPError, SessionError
 from ..jobs import FINISHED, JobRecord, owner_alive, record_result
 from ..models import (
     AnalysisResult,
     ConsultResult,
     DebugResult,
+    ErrorInfo,
     JobList,
     JobSummary,
     RefactorResult,
@@ -84,9 +87,9 @@ async def kimi_job(
         return to_tool_result(await snapshot(job), backend.settings)
     if action == "cancel" and record.status not in FINISHED:
         await anyio.to_thread.run_sync(jobs.store.request_cancel, job_id)
-        record = await _poll(backend, job_id, CANCEL_WAIT_S)
+        record = await _poll(ctx, backend, job_id, CANCEL_WAIT_S)
     elif action == "wait" and record.status not in FINISHED:
-        record = await _poll(backend, job_id, wait_s)
+        record = await _poll(ctx, backend, job_id, wait_s)
     return to_tool_result(record_result(record, cls), backend.settings)
 
 
@@ -109,12 +112,28 @@ async def kimi_jobs(
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> ToolResult:
     workspace = str(Path(work_dir).expanduser().resolve()) if work_dir else None
-    records = await anyio.to_thread.run_sync(
-        lambda: backend.jobs.store.list(limit=limit, status=status, workspace=workspace)
-    )
-    listed = JobList(jobs=[_summary(record) for record in records])
+    jobs = backend.jobs
+
+    def listing() -> list[JobRecord]:
+        store, owner = jobs.store, jobs.owner  # opening the store may fail: a structured error
+        records = store.list(limit=limit, status=status, workspace=workspace)
+        orphaned = [
+            r for r in records if r.status not in FINISHED and r.owner != owner and not owner_alive(r.owner)
+        ]
+        if orphaned:  # their server died since this one opened the store
+            store.interrupt_orphans()
+            records = store.list(limit=limit, status=status, workspace=workspace)
+        return records
+
+    try:
+        listed = JobList(jobs=[_summary(record) for record in await anyio.to_thread.run_sync(listing)])
+    except (KimiMCPError, sqlite3.Error, OSError) as exc:
+        error = exc if isinstance(exc, KimiMCPError) else SessionError(f"cannot read the job store: {exc}")
+        listed = JobList(success=False, error=ErrorInfo.from_exception(error))
     payload = listed.model_dump(mode="json")
-    return ToolResult(content=listed.model_dump_json(), structured_content=payload)
+    return ToolResult(
+        content=listed.model_dump_json(), structured_content=payload, is_error=not listed.success
+    )
 
 
 @tool(
@@ -167,13 +186,18 @@ async def _record(backend: Backend, job_id: str) -> JobRecord:
     return record
 
 
-async def _poll(backend: Backend, job_id: str, wait_s: float) -> JobRecord:
-    """Another server's job, re-read from the store until it is finished or ``wait_s`` passed."""
+async def _poll(ctx: Context, backend: Backend, job_id: str, wait_s: float) -> JobRecord:
+    """Another server's job, re-read from the store until it is finished or ``wait_s`` passed; its
+    recorded progress is relayed to the client."""
     end = time.monotonic() + wait_s
     while True:
         record = await _record(backend, job_id)
         if record.status in FINISHED or time.monotonic() >= end:
             return record
+        elapsed = time.time() - record.started_at
+        activity = (record.progress or {}).get("activity") or record.status
+        with contextlib.suppress(Exception):
+            await ctx.report_progress(progress=round(elapsed, 1), message=f"{activity} ({elapsed:.0f}s)")
         await anyio.sleep(min(POLL_S, max(0.0, end - time.monotonic())))
 
 

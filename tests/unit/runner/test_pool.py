@@ -229,3 +229,70 @@ def test_a_standby_whose_thread_does_not_stop_is_killed_not_forgotten(tmp_path: 
     assert wait_until(lambda: "killed" in made[0].events), made[0].events
     assert wait_until(lambda: pool.counts() == (0, 0, 0))
     pool.shutdown()
+
+
+# -- live sessions (kimi_continue) --------------------------------------------------------------------------
+class LiveSession(FakeSession):
+    """A session whose turn has ended: it has an id and is asked whether it is ready again."""
+
+    def __init__(self, session_id: str | None, ready: bool = True) -> None:
+        super().__init__(threading.Event())
+        self.session_id = session_id
+        self.ready = ready
+
+    def start(self) -> None:  # a live session was started long ago
+        raise AssertionError("a live session must not be started again")
+
+    def ready_again(self, limit: float) -> bool:
+        return self.ready and self.alive
+
+
+def test_a_kept_session_is_taken_back_by_its_id_once(pool: SessionPool, tmp_path: Path):
+    session = LiveSession("s-1")
+    assert pool.keep(session, key_for(tmp_path), idle=60, limit=4)
+    assert pool.live("s-1") and pool.live_count() == 1
+    assert pool.take_live("s-2") is None
+    assert pool.take_live("s-1") is session
+    assert pool.take_live("s-1") is None and pool.live_count() == 0
+    assert session.events == []  # neither closed nor killed: the caller owns it now
+
+
+def test_a_session_without_id_or_a_zero_limit_is_not_kept(pool: SessionPool, tmp_path: Path):
+    assert not pool.keep(LiveSession(None), key_for(tmp_path), idle=60, limit=4)
+    assert not pool.keep(LiveSession("s-1"), key_for(tmp_path), idle=60, limit=0)
+    assert pool.live_count() == 0
+
+
+def test_the_least_recently_used_live_session_is_closed_beyond_the_limit(pool: SessionPool, tmp_path: Path):
+    sessions = [LiveSession(f"s-{i}") for i in range(3)]
+    for session in sessions[:2]:
+        pool.keep(session, key_for(tmp_path), idle=60, limit=2)
+    assert pool.take_live("s-0") is sessions[0]  # used again: now the most recent
+    pool.keep(sessions[0], key_for(tmp_path), idle=60, limit=2)
+    pool.keep(sessions[2], key_for(tmp_path), idle=60, limit=2)
+    assert wait_until(lambda: sessions[1].events == ["closed"])  # Kimi's own exit: the conversation is saved
+    assert pool.live("s-0") and pool.live("s-2") and not pool.live("s-1")
+    assert sessions[0].events == sessions[2].events == []
+
+
+def test_an_idle_live_session_exits_gracefully(pool: SessionPool, tmp_path: Path):
+    session = LiveSession("s-1")
+    pool.keep(session, key_for(tmp_path), idle=0.2, limit=4)
+    assert wait_until(lambda: session.events == ["closed"])
+    assert pool.take_live("s-1") is None
+
+
+def test_a_live_session_no_longer_ready_is_killed_not_returned(pool: SessionPool, tmp_path: Path):
+    session = LiveSession("s-1", ready=False)
+    pool.keep(session, key_for(tmp_path), idle=60, limit=4)
+    assert pool.take_live("s-1") is None
+    assert wait_until(lambda: session.events == ["killed"])
+
+
+def test_shutdown_closes_live_sessions(tmp_path: Path):
+    pool = SessionPool()
+    session = LiveSession("s-1")
+    pool.keep(session, key_for(tmp_path), idle=60, limit=4)
+    pool.shutdown()
+    assert session.events == ["closed"] and pool.live_count() == 0
+    assert not pool.keep(LiveSession("s-2"), key_for(tmp_path), idle=60, limit=4)  # closed for good

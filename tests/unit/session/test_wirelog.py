@@ -212,6 +212,20 @@ def test_the_search_by_prompt_is_not_repeated_at_every_look(tmp_path: Path) -> N
     assert wire.found and wire.session_id == SID
 
 
+def test_a_resumed_session_counts_only_turns_logged_after_the_resume(tmp_path: Path) -> None:
+    wire = legacy_log(tmp_path, [], ["a replayed history that hides the session id"])
+    assert not wire.resume(SID)  # no such log: nothing to resume
+    path = write_log(tmp_path, SID, prompt_record("earlier turn"), record("TurnEnd", {}))
+    assert wire.resume(SID) and wire.session_id == SID and wire.found
+    trace = wire.begin_turn("follow-up")
+    wire.read()
+    assert not trace.begun and not trace.ended  # the earlier turn's end is not this turn's
+    with path.open("a") as handle:
+        handle.write(prompt_record("follow-up") + record("TurnEnd", {}))
+    wire.read()
+    assert trace.received == "follow-up" and trace.ended and wire.session_id == SID
+
+
 def test_a_new_turn_starts_a_new_trace(tmp_path: Path) -> None:
     wire = legacy_log(tmp_path, [], [""])
     first = wire.begin_turn("one")

@@ -280,3 +280,23 @@ def test_progress_reaches_the_client_while_waiting(workspace: Path) -> None:
     result, _elapsed = run(body)
     assert result["status"] == "done"
     assert any("WriteFile made.txt" in message for message in seen)
+
+
+def test_an_unusable_job_store_is_a_clear_error_for_every_tool(workspace: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the state directory should be\n")
+    runner = GatedRunner(workspace)
+
+    async def body():
+        async with Client(create_server(Settings(state_dir=str(blocker)), run=runner)) as client:
+            task = await client.call_tool(
+                "kimi_code_task", {"task_description": "x", "work_dir": str(workspace)}, raise_on_error=False
+            )
+            listed = await client.call_tool("kimi_jobs", {}, raise_on_error=False)
+            return task, listed
+
+    task, listed = run(body)
+    for result in (task, listed):
+        error = result.structured_content["error"]
+        assert result.is_error and error["type"] == "session" and "KIMI_MCP_STATE_DIR" in error["suggestion"]
+    assert runner.requests == []  # nothing ran without a place to record it

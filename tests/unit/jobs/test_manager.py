@@ -1,0 +1,136 @@
+"""The job manager (``jobs._manager``): a job's life from submission to its stored result, progress and
+cancellation through the store, shutdown, and one turn per conversation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kimi_mcp.errors import BadInput
+from kimi_mcp.jobs import JobManager, JobStore
+from kimi_mcp.jobs import _manager as manager_module
+from kimi_mcp.models import ErrorInfo, TaskResult
+
+
+def wait_until(predicate, limit: float = 5.0) -> bool:
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+@pytest.fixture
+def manager(tmp_path: Path):
+    jobs = JobManager(tmp_path / "state" / "jobs.sqlite3")
+    yield jobs
+    jobs.shutdown()
+
+
+def submit(jobs: JobManager, work, session_id: str | None = None):
+    return jobs.submit(
+        tool="kimi_code_task", cls=TaskResult, workspace="/w", read_only=False, arguments={"task": "t"},
+        summary="do the thing\nsecond line", work=work, session_id=session_id,
+    )  # fmt: skip
+
+
+def test_a_finished_job_is_stored_with_its_whole_result(manager: JobManager) -> None:
+    def work(job):
+        job.on_progress("Kimi runs WriteFile a.txt")
+        return TaskResult(success=True, output="Done.\nMore.", files_created=["a.txt"], session_id="s-1")
+
+    job = submit(manager, work)
+    assert job.done.wait(5)
+    record = manager.store.get(job.job_id)
+    assert record.status == "done" and record.session_id == "s-1" and record.finished_at is not None
+    assert record.summary == "1 created, 0 modified, 0 deleted: Done."
+    assert record.result["files_created"] == ["a.txt"] and record.result["job_id"] == job.job_id
+    assert record.arguments == {"task": "t"} and job.activity == "Kimi runs WriteFile a.txt"
+    assert manager.local(job.job_id) is None  # no longer running here
+
+
+def test_errors_and_bugs_finish_the_job_as_failed_or_cancelled(manager: JobManager) -> None:
+    cancelled = ErrorInfo(type="cancelled", message="c", suggestion="-", retryable=False)
+    jobs = [
+        submit(manager, lambda _job: TaskResult(success=False, error=cancelled)),
+        submit(manager, lambda _job: 1 / 0),
+    ]
+    assert all(job.done.wait(5) for job in jobs)
+    first, second = (manager.store.get(job.job_id) for job in jobs)
+    assert first.status == "cancelled"
+    assert second.status == "failed" and "ZeroDivisionError" in second.result["error"]["message"]
+
+
+def test_progress_reaches_the_store_and_a_remote_cancel_reaches_the_job(
+    manager: JobManager, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(manager_module, "TICK", 0.05)
+
+    def work(job):
+        job.watch.queued = False
+        job.watch.session_id = "s-9"
+        job.on_progress("Kimi runs Shell ls")
+        if not job.cancel.wait(5):
+            return TaskResult(success=True)
+        error = ErrorInfo(type="cancelled", message="cancelled", suggestion="-", retryable=False)
+        return TaskResult(success=False, error=error)
+
+    job = submit(manager, work)
+    other = JobStore(manager.path)  # another server on the same store
+    try:
+        assert wait_until(
+            lambda: (other.get(job.job_id).progress or {}).get("activity") == "Kimi runs Shell ls"
+        )
+        seen = other.get(job.job_id)
+        assert seen.status == "running" and seen.session_id == "s-9"
+        other.request_cancel(job.job_id)
+        assert job.done.wait(5) and other.get(job.job_id).status == "cancelled"
+    finally:
+        other.close()
+
+
+def test_shutdown_records_running_jobs_as_interrupted_for_good(tmp_path: Path) -> None:
+    jobs = JobManager(tmp_path / "jobs.sqlite3")
+    release = threading.Event()
+
+    def work(job):
+        job.watch.session_id = "s-5"
+        release.wait(5)
+        return TaskResult(success=True, output="too late")
+
+    job = submit(jobs, work)
+    assert wait_until(lambda: job.watch.session_id == "s-5")
+    jobs.shutdown()
+    assert job.done.is_set() and job.result.status == "interrupted"
+    release.set()
+    time.sleep(0.2)
+    store = JobStore(tmp_path / "jobs.sqlite3")
+    try:
+        record = store.get(job.job_id)
+        assert record.status == "interrupted" and record.session_id == "s-5"
+        assert "kimi_continue" in record.result["error"]["suggestion"]
+    finally:
+        store.close()
+    with pytest.raises(Exception, match="shutting down"):
+        submit(jobs, lambda _job: TaskResult(success=True))
+
+
+def test_a_conversation_has_one_turn_at_a_time(manager: JobManager) -> None:
+    release = threading.Event()
+
+    def work(job):
+        release.wait(5)
+        return TaskResult(success=True)
+
+    first = submit(manager, work, session_id="s-1")
+    with pytest.raises(BadInput, match="has a turn running"):
+        submit(manager, work, session_id="s-1")
+    other = submit(manager, lambda _job: TaskResult(success=True), session_id="s-2")
+    release.set()
+    assert first.done.wait(5) and other.done.wait(5)
+    again = submit(manager, lambda _job: TaskResult(success=True), session_id="s-1")
+    assert again.done.wait(5)
