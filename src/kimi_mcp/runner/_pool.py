@@ -118,6 +118,8 @@ class _Standby:
         self.stop.set()
         if self.timer is not None:
             self.timer.cancel()
+        if self.session is not None:
+            self.session.wake()
         self.thread.join(timeout=wait)
         if self.thread.is_alive():
             log.warning("a standby Kimi did not stop within %.0fs; killing it", wait)

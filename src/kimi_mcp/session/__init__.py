@@ -270,6 +270,10 @@ class KimiSession:
             self.state = State.READY
         return self.usable(limit)
 
+    def wake(self) -> None:
+        """Make :meth:`idle_until` look at its stop event now instead of at its next poll."""
+        self.term.wake()
+
     def usable(self, limit: float) -> bool:
         """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
         if self.state is not State.READY or self.term.eof or not self.term.alive():

@@ -10,8 +10,10 @@ import contextlib
 import math
 import os
 import re
+import select
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +72,8 @@ class Terminal:
         self._seen_lock = threading.Lock()  # kill() reads the record from another thread
         self._sampled = 0.0
         self.sample_every = PROCESS_SAMPLE
+        self._wake_r: int | None = None  # wake(): a byte here ends the current wait for output at once
+        self._wake_w: int | None = None
         self._reader: int | None = None  # the thread reading the pty right now, if any
 
     # -- the process -------------------------------------------------------------------------------------
@@ -88,6 +92,11 @@ class Terminal:
             )
         except (pexpect.ExceptionPexpect, OSError) as exc:
             raise SessionError(f"could not start Kimi: {exc}", details={"argv": argv}) from exc
+        # pexpect sleeps 50 ms before every send by default (for password prompts); every keystroke here is
+        # sent when the screen says Kimi is ready for it, and pauses are explicit (``play``, ``send``)
+        self._child.delaybeforesend = None
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        weakref.finalize(self, _close_fds, self._wake_r, self._wake_w)
 
     @property
     def started(self) -> bool:
@@ -234,6 +243,23 @@ class Terminal:
             self.write(keys)
             self.sleep(pause)
 
+    def wake(self) -> None:
+        """End the reader's current wait for output now (another thread wants the terminal: a standby or
+        live session being taken)."""
+        if self._wake_w is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"!")
+
+    def _await_output(self, child: pexpect.spawn, wait: float) -> None:
+        """Block until the child wrote something, ``wait`` seconds passed, or :meth:`wake` was called."""
+        try:
+            ready, _, _ = select.select([child.child_fd, self._wake_r], [], [], wait)
+        except (OSError, ValueError):  # the pty was closed under us: the read below sees EOF
+            return
+        if self._wake_r in ready:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 64)
+
     def pump(self, wait: float, *, answer: bool = True) -> None:
         """Read what the child wrote (waiting at most ``wait``), feed the screen, answer queries."""
         child = self._child
@@ -241,6 +267,9 @@ class Terminal:
             time.sleep(wait)
             return
         timeout = wait
+        if wait > 0 and self._wake_r is not None:
+            self._await_output(child, wait)
+            timeout = 0
         while True:
             try:
                 data = child.read_nonblocking(65536, timeout=timeout)
@@ -276,9 +305,11 @@ class Terminal:
         end = time.monotonic() + timeout
         outer = self._reader
         self._reader = threading.get_ident()  # kill() from another thread leaves the pty to this one
+        first = True  # the first look does not wait: ``done`` may hold already
         try:
             while True:
-                self.pump(min(poll, max(0.0, end - time.monotonic())))
+                self.pump(0.0 if first else min(poll, max(0.0, end - time.monotonic())))
+                first = False
                 if done():
                     return True
                 if time.monotonic() >= end:
@@ -320,3 +351,9 @@ class Terminal:
             (folder / name).write_text(self.redact("".join(self._transcript)), encoding="utf-8")
         except OSError as exc:
             log.warning("could not save transcript: %s", exc)
+
+
+def _close_fds(*fds: int) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

@@ -36,6 +36,9 @@ class FakeSession:
     def idle_until(self, stop: threading.Event) -> None:
         stop.wait()
 
+    def wake(self) -> None:
+        self.woken = True
+
     def usable(self, limit: float) -> bool:
         return self.alive
 
@@ -255,6 +258,7 @@ def test_a_kept_session_is_taken_back_by_its_id_once(pool: SessionPool, tmp_path
     assert pool.take_live("s-1") is session
     assert pool.take_live("s-1") is None and pool.live_count() == 0
     assert session.events == []  # neither closed nor killed: the caller owns it now
+    assert session.woken  # its idle loop was told to stop at once
 
 
 def test_a_session_without_id_or_a_zero_limit_is_not_kept(pool: SessionPool, tmp_path: Path):
