@@ -165,16 +165,8 @@ class SessionPool:
         with self._lock:
             if self._closed or key in self._standbys:
                 return
-            evicted = []
-            while len(self._standbys) >= MAX_STANDBYS:
-                oldest = next(iter(self._standbys))
-                evicted.append(self._standbys.pop(oldest))
             standby = _Standby(key, signature, factory)
-            self._standbys[key] = standby
-            standby.timer = threading.Timer(idle, self._expire, args=(standby,))
-            standby.timer.daemon = True
-            standby.thread.start()  # under the lock: shutdown never sees an unstarted standby
-            standby.timer.start()
+            evicted = self._add(self._standbys, key, standby, idle, MAX_STANDBYS)
         for old in evicted:
             self._retire_standby(old)
         log.info(
@@ -203,13 +195,27 @@ class SessionPool:
         log.info("using the standby Kimi for %s", key.workspace)
         return session
 
-    def _expire(self, standby: _Standby) -> None:
+    def _add(self, table: dict, key: object, holder: _Standby, idle: float, limit: int) -> list[_Standby]:
+        """Under the lock: start ``holder`` and file it in ``table`` (standbys or live sessions), with its
+        idle timer; returns the oldest ones it displaced beyond ``limit`` (the caller retires them)."""
+        evicted = []
+        while len(table) >= limit:
+            evicted.append(table.pop(next(iter(table))))
+        table[key] = holder
+        holder.timer = threading.Timer(idle, self._expire, args=(table, key, holder))
+        holder.timer.daemon = True
+        holder.thread.start()  # under the lock: shutdown never sees an unstarted one
+        holder.timer.start()
+        return evicted
+
+    def _expire(self, table: dict, key: object, holder: _Standby) -> None:
         with self._lock:
-            if self._standbys.get(standby.key) is not standby:
+            if table.get(key) is not holder:
                 return
-            del self._standbys[standby.key]
-        log.info("standby Kimi for %s unused; closing it", standby.key.workspace)
-        self._retire_standby(standby, graceful=True)
+            del table[key]
+        what = "live Kimi session (a follow-up resumes it)" if holder.live else "unused standby Kimi"
+        log.info("closing the idle %s for %s", what, holder.key.workspace)
+        self._retire_standby(holder, graceful=True)
 
     def _retire_standby(self, standby: _Standby, graceful: bool = False) -> None:
         def stop() -> None:
@@ -230,14 +236,7 @@ class SessionPool:
         with self._lock:
             if self._closed:
                 return False
-            evicted = []
-            while len(self._live) >= limit:
-                evicted.append(self._live.pop(next(iter(self._live))))
-            self._live[session_id] = live
-            live.timer = threading.Timer(idle, self._expire_live, args=(session_id, live))
-            live.timer.daemon = True
-            live.thread.start()
-            live.timer.start()
+            evicted = self._add(self._live, session_id, live, idle, limit)
         for old in evicted:
             log.info("closing the least recently used live Kimi session")
             self._retire_standby(old, graceful=True)
@@ -259,14 +258,6 @@ class SessionPool:
     def live(self, session_id: str) -> bool:
         with self._lock:
             return session_id in self._live
-
-    def _expire_live(self, session_id: str, live: _Standby) -> None:
-        with self._lock:
-            if self._live.get(session_id) is not live:
-                return
-            del self._live[session_id]
-        log.info("live Kimi session %s idle; closing it (a follow-up resumes it)", session_id)
-        self._retire_standby(live, graceful=True)
 
     # -- retiring ----------------------------------------------------------------------------------------
     def retire(self, session: KimiSession, graceful: bool = True) -> None:

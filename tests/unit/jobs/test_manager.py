@@ -8,20 +8,12 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from kimi_mcp.errors import BadInput
 from kimi_mcp.jobs import JobManager, JobStore
 from kimi_mcp.jobs import _manager as manager_module
 from kimi_mcp.models import ErrorInfo, TaskResult
-
-
-def wait_until(predicate, limit: float = 5.0) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 @pytest.fixture

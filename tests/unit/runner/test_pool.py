@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 from kimi_mcp.runner._pool import SessionPool, StandbyKey, workspace_signature
 
@@ -53,15 +54,6 @@ class FakeSession:
 
 def key_for(root: Path, lists: bool = True, read_only: bool = False) -> StandbyKey:
     return StandbyKey("/bin/kimi", "1.50.0", str(root), read_only, True, lists)
-
-
-def wait_until(predicate, limit: float = 5.0) -> bool:
-    end = time.monotonic() + limit
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 @pytest.fixture
