@@ -61,9 +61,13 @@ class Turn:
 
     def watch(self) -> None:
         """Submit the prompt and return when the session log reports the end of the turn."""
-        self.term.play(self.driver.submit_sequence(self.prompt))
-        self.submitted = time.monotonic()
+        (paste, pause), *rest = self.driver.submit_sequence(self.prompt)
+        self.term.write(paste)
         log.debug("prompt typed (%d characters)", len(self.prompt))
+        self.term.sleep(pause)
+        self.term.play(rest)
+        self.submitted = time.monotonic()
+        log.debug("prompt submitted")
         self._progress("prompt sent; Kimi is working")
         self.term.until(self._look, math.inf)
 
