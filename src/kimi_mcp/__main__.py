@@ -1,5 +1,5 @@
 """python -m kimi_mcp"""
 
-from .server import main
+from .cli import main
 
 main()

@@ -1,4 +1,5 @@
-"""The FastMCP server: ``uv run kimi-mcp`` (stdio). stdout carries JSON-RPC only; logs go to stderr."""
+"""The FastMCP server (``cli`` starts it): stdio or ``--http``. stdout carries JSON-RPC only; logs go to
+stderr."""
 
 from __future__ import annotations
 
@@ -15,23 +16,12 @@ import threading
 from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
 
-from . import __version__, runner
+from . import __version__
 from ._logging import setup_logging
+from .cli import INSTRUCTIONS
 from .config import ConfigError, Settings, load_env_file, load_settings
 from .http_auth import http_auth
-from .runner import run_task
-from .tools import RunTask, register_tools, shutdown_jobs
-
-INSTRUCTIONS = (
-    "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
-    "kimi_prompt, kimi_refactor, kimi_debug) let Kimi change files in the workspace and return every file it "
-    "created, modified or deleted, with contents. Read-only tools (kimi_analyze_code, kimi_verify, "
-    "kimi_consult) cannot change anything and can run in parallel. Give self-contained instructions. The "
-    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory. "
-    "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
-    "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
-    "same Kimi conversation; kimi_jobs lists recent jobs."
-)
+from .tools import RunTask, register_tools, run_task, shutdown_jobs
 
 
 def create_server(settings: Settings, auth: TokenVerifier | None = None, run: RunTask = run_task) -> FastMCP:
@@ -56,14 +46,9 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> None:
+def serve(args: argparse.Namespace) -> None:
+    """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``)."""
     _limit_malloc_arenas()
-    parser = argparse.ArgumentParser(prog="kimi-mcp", description=INSTRUCTIONS)
-    parser.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--version", action="version", version=f"kimi-mcp {__version__}")
-    args = parser.parse_args(argv)
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     try:
@@ -78,12 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as exc:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    atexit.register(runner.shutdown)  # also on paths that skip the finally below
+    atexit.register(_shutdown_runner)  # also on paths that skip the finally below
     atexit.register(shutdown_jobs)  # runs first (atexit is last in, first out)
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, _exit_on_signal)
     if settings.standby == "startup":
-        threading.Thread(target=runner.prewarm_default, args=(settings,), daemon=True).start()
+        threading.Thread(target=_prewarm, args=(settings,), daemon=True).start()
     try:
         if args.http:
             mcp.run(
@@ -97,11 +82,24 @@ def main(argv: list[str] | None = None) -> None:
             mcp.run(transport="stdio", show_banner=False)
     finally:
         shutdown_jobs()  # jobs still running are recorded as interrupted
-        runner.shutdown()  # no Kimi (standby, live, exiting or mid-call) outlives the server
+        _shutdown_runner()  # no Kimi (standby, live, exiting or mid-call) outlives the server
         if _signalled:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()
             os._exit(128 + _signalled[0])
+
+
+def _prewarm(settings: Settings) -> None:
+    from . import runner
+
+    runner.prewarm_default(settings)
+
+
+def _shutdown_runner() -> None:
+    """Stop every Kimi the runner owns; a runner never loaded (no call yet) owns none."""
+    runner = sys.modules.get("kimi_mcp.runner")
+    if runner is not None:
+        runner.shutdown()
 
 
 _signalled: list[int] = []
@@ -114,7 +112,3 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
         signal.signal(other, signal.SIG_IGN)
     _signalled.append(signum)
     raise SystemExit(128 + signum)
-
-
-if __name__ == "__main__":
-    main()

@@ -19,7 +19,7 @@ from pathlib import Path
 from .._logging import get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
 from ..models import ErrorInfo, JobProgress, JobStatus, TaskResult
-from ..runner import RunWatch
+from ..task import RunWatch
 from ._store import (
     FINISHED,
     INTERRUPTED_MESSAGE,

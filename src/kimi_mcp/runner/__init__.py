@@ -21,11 +21,12 @@ from ..drivers import KimiInstall, find_binary, probe
 from ..errors import KimiMCPError
 from ..models import TaskResult
 from ..session import KimiSession
+from ..task import RunWatch, TaskRequest
 from ..workspace import resolve_workspace
 from ._evidence import build_evidence, private_dirs
 from ._factory import new_session, standby_key
 from ._pool import SessionPool, StandbyKey
-from ._run import RunWatch, TaskRequest, TaskRun
+from ._run import TaskRun
 from ._slots import Slots
 
 __all__ = [

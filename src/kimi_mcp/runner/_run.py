@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import tracker
@@ -26,6 +24,7 @@ from ..errors import KimiMCPError, SessionError
 from ..models import ErrorInfo, TaskResult, Usage
 from ..secrets import Redactor, WorkspaceSecrets, configured_secrets
 from ..session import KimiSession, TurnTrace
+from ..task import RunWatch, TaskRequest
 from ..workspace import inside_prefixes
 from . import _factory
 from ._evidence import build_evidence, fill_changes, private_dirs
@@ -43,27 +42,6 @@ SHARED_NOTE = (
     "No change list: a write call ran in this workspace at the same time, and its changes cannot be told "
     "apart from this read-only call's (which cannot write)."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class TaskRequest:
-    prompt: str
-    workspace: Path
-    read_only: bool = False
-    #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
-    redactor: Redactor | None = None
-    #: a follow-up in this Kimi conversation (typed into its live Kimi, or resumed from Kimi's store)
-    session_id: str | None = None
-
-
-@dataclass
-class RunWatch:
-    """What a call's job reads while the call runs; the runner keeps it current."""
-
-    queued: bool = True  # waiting for a slot or for another writer in the same workspace
-    session_id: str | None = None
-    #: the files created, modified or deleted so far (relative paths), while the turn runs
-    changed_so_far: Callable[[], list[str]] = lambda: []
 
 
 class TaskRun:

@@ -12,9 +12,8 @@ from typing import Any
 from fastmcp import FastMCP
 
 from ..config import Settings
-from ..runner import run_task
 from ._mcp import RunTask
-from ._pipeline import Backend, bind, shutdown_jobs
+from ._pipeline import Backend, bind, run_task, shutdown_jobs
 from .jobs import kimi_continue, kimi_job, kimi_jobs
 from .read import kimi_analyze_code, kimi_consult, kimi_verify
 from .write import kimi_code_task, kimi_debug, kimi_prompt, kimi_refactor

@@ -24,8 +24,8 @@ from ..config import Settings, state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import STORE_FILE, Job, JobManager
 from ..models import Evidence, StructuredResult, TaskResult
-from ..runner import TaskRequest, run_task
 from ..secrets import Redactor, configured_secrets
+from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
 from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
 from ._params import Reply
@@ -33,6 +33,14 @@ from ._params import Reply
 log = get_logger("tools")
 
 R = TypeVar("R", bound=TaskResult)
+
+
+def run_task(request: TaskRequest, settings: Settings, **kwargs: Any) -> TaskResult:
+    """The runner's ``run_task``, imported at the first call: Kimi's machinery (pexpect, the tracker) is
+    not loaded while a client connects."""
+    from ..runner import run_task as run
+
+    return run(request, settings, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)

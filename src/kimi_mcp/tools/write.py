@@ -11,7 +11,7 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from pydantic import Field
 
-from .. import answers, prompts, tracker
+from .. import answers, prompts
 from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
 from ._params import Files, Reply, WaitS, WorkDir, writes
@@ -192,6 +192,8 @@ def _read_after(call: Call, rel: str) -> tuple[str | None, str | None]:
     """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
     tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a
     binary, or more than ``max_context_bytes`` characters (the cap on what was sent)."""
+    from .. import tracker  # loaded with the first call's runner anyway
+
     assert call.workspace is not None
     cap = call.settings.max_context_bytes
     report = tracker.collect_contents(

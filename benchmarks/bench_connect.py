@@ -1,0 +1,97 @@
+"""Connect benchmark: time from spawning the server to its answer to ``initialize`` (what an MCP client such as
+Claude Code waits for before it can list tools), kimi-mcp ÷ a bare one-tool FastMCP server, measured side by
+side (alternating) in this one run. Target ≤ 1.1. Also ``kimi-mcp --help`` and ``--version``.
+
+Usage: uv run python benchmarks/bench_connect.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SERVER = str(Path(sys.executable).parent / "kimi-mcp")
+BARE = """
+from fastmcp import FastMCP
+
+mcp = FastMCP("bare")
+
+
+@mcp.tool
+def ping() -> str:
+    return "pong"
+
+
+mcp.run(transport="stdio", show_banner=False)
+"""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "b", "version": "0"},
+    },
+}
+
+
+def time_to_initialize(argv: list[str], env: dict[str, str], cwd: str) -> float:
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write((json.dumps(INITIALIZE) + "\n").encode())
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    elapsed = time.perf_counter() - start
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    assert b'"result"' in line, line[:300]
+    return elapsed
+
+
+def time_command(argv: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, env=env, check=True, timeout=60)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=10)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="kbench-connect-")
+    home = tempfile.mkdtemp(prefix="kbench-home-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIMI_", "MOONSHOT_"))}
+    env.update(HOME=home, KIMI_MCP_STANDBY="off", FASTMCP_LOG_LEVEL="WARNING", PYTHONWARNINGS="ignore")
+    bare = Path(work) / "bare_server.py"
+    bare.write_text(BARE)
+    ours, base = [], []
+    time_to_initialize([sys.executable, str(bare)], env, work)  # warm the page cache once for both
+    time_to_initialize([SERVER], env, work)
+    for _ in range(args.runs):
+        base.append(time_to_initialize([sys.executable, str(bare)], env, work))
+        ours.append(time_to_initialize([SERVER], env, work))
+    o, b = statistics.median(ours), statistics.median(base)
+    print(f"spawn → initialize answer: kimi-mcp median {o:.3f}s, bare FastMCP server median {b:.3f}s")
+    print(f"RATIO kimi-mcp / bare FastMCP = {o / b:.2f}   (target <= 1.1)")
+    for flag in ("--help", "--version"):
+        runs = [time_command([SERVER, flag], env) for _ in range(args.runs)]
+        print(f"kimi-mcp {flag}: median {statistics.median(runs):.3f}s")
+
+
+if __name__ == "__main__":
+    main()

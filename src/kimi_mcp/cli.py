@@ -1,0 +1,39 @@
+"""The ``kimi-mcp`` command: its arguments are parsed before anything heavy is imported, so ``--help`` and
+``--version`` answer at once; then ``server.serve`` runs the server."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import __version__
+
+INSTRUCTIONS = (
+    "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
+    "kimi_prompt, kimi_refactor, kimi_debug) let Kimi change files in the workspace and return every file it "
+    "created, modified or deleted, with contents. Read-only tools (kimi_analyze_code, kimi_verify, "
+    "kimi_consult) cannot change anything and can run in parallel. Give self-contained instructions. The "
+    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory. "
+    "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
+    "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
+    "same Kimi conversation; kimi_jobs lists recent jobs."
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    commands = argparse.ArgumentParser(prog="kimi-mcp", description=INSTRUCTIONS)
+    commands.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
+    commands.add_argument("--host", default="127.0.0.1")
+    commands.add_argument("--port", type=int, default=8765)
+    commands.add_argument("--version", action="version", version=f"kimi-mcp {__version__}")
+    return commands
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    from .server import serve  # FastMCP and the rest load only to serve
+
+    serve(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+"""What a tool call hands the runner (``TaskRequest``) and what the runner keeps current for the call's job
+while it runs (``RunWatch``): plain data, so the tools and jobs need not load the runner (Kimi, pexpect,
+the tracker) before the first call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .secrets import Redactor
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRequest:
+    prompt: str
+    workspace: Path
+    read_only: bool = False
+    #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
+    redactor: Redactor | None = None
+    #: a follow-up in this Kimi conversation (typed into its live Kimi, or resumed from Kimi's store)
+    session_id: str | None = None
+
+
+@dataclass
+class RunWatch:
+    """What a call's job reads while the call runs; the runner keeps it current."""
+
+    queued: bool = True  # waiting for a slot or for another writer in the same workspace
+    session_id: str | None = None
+    #: the files created, modified or deleted so far (relative paths), while the turn runs
+    changed_so_far: Callable[[], list[str]] = lambda: []
