@@ -165,7 +165,7 @@ class KimiSession:
             if self.term.eof:
                 raise SessionError(
                     "Kimi exited during startup",
-                    details={"screen": self._redact(self.term.screen.tail[-1500:])},
+                    details={"screen": self.term.screen_for_error()},
                     suggestion="Run `kimi` by hand in the workspace to see why it does not start.",
                 )
             seen = self.driver.classify(self.term.screen.lines)
@@ -323,7 +323,7 @@ class KimiSession:
         if self.state is State.SETUP:
             raise TaskTimeout(
                 "the automated Kimi login did not finish within the start-up time limit",
-                details={"phase": phase, "screen": self._redact(self.term.screen.tail[-800:])},
+                details={"phase": phase, "screen": self.term.screen_for_error()},
                 suggestion="Retry; if it keeps happening, raise KIMI_MCP_STARTUP_TIMEOUT or log in once by hand.",
             )
         if self.state is State.WAITING:
@@ -339,11 +339,11 @@ class KimiSession:
                 )
             raise TaskTimeout(
                 "Kimi did not finish the turn in time",
-                details={"phase": phase, "screen": self._redact(self.term.screen.tail[-800:])},
+                details={"phase": phase, "screen": self.term.screen_for_error()},
             )
         raise SessionError(
             "Kimi did not become ready in time",
-            details={"phase": phase, "screen": self._redact(self.term.screen.tail[-1500:])},
+            details={"phase": phase, "screen": self.term.screen_for_error()},
             suggestion="Run `kimi` by hand in the workspace to see what it waits for.",
             retryable=True,
         )

@@ -27,6 +27,27 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+_ART = re.compile(
+    r"[\u2500-\u259f\u2800-\u28ff\u25a0-\u25ff\u2190-\u21ff]+"
+)  # boxes, blocks, spinners, arrows
+EXCERPT_LINES = 5
+EXCERPT_WIDTH = 160
+
+
+def excerpt(text: str, lines: int = EXCERPT_LINES) -> str:
+    """The last ``lines`` lines of a screen that say something, without box drawing, spinners or padding,
+    each cut to ``EXCERPT_WIDTH`` characters: enough for an error to show what Kimi showed (the whole
+    screen goes to the debug log and the transcript)."""
+    kept: list[str] = []
+    for line in reversed(text.splitlines()):
+        words = " ".join(_ART.sub(" ", line).split())
+        if len(words) > 1:
+            kept.append(words[:EXCERPT_WIDTH])
+            if len(kept) == lines:
+                break
+    return "\n".join(reversed(kept))
+
+
 class _Screen(pyte.Screen):
     """pyte screen that tolerates private-mode queries and collects terminal replies."""
 

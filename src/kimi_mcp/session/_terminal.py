@@ -24,7 +24,7 @@ from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
 from ..errors import AuthError, SessionError
 from ._proc import descendants, terminate_tree
-from ._screen import TerminalScreen, strip_ansi
+from ._screen import TerminalScreen, excerpt, strip_ansi
 
 log = get_logger("session")
 
@@ -203,13 +203,13 @@ class Terminal:
         if self.eof:
             raise SessionError(
                 "Kimi exited during the automated login",
-                details={"screen": self.redact(self.screen.tail[-1500:])},
+                details={"screen": self.screen_for_error()},
             )
         self.checkpoint()  # the time limit, not this screen, ended the wait: that is a timeout
         raise AuthError(
             f"the automated Kimi login did not reach the expected screen ({' | '.join(patterns)}) "
             f"in {timeout:.0f}s",
-            details={"screen": self.redact(self.screen.text[-1500:])},
+            details={"screen": self.screen_for_error(self.screen.text)},
             suggestion="Log in once by hand with `kimi` and /login, then retry.",
             retryable=True,
         )
@@ -338,6 +338,13 @@ class Terminal:
         if not self.eof:
             self.until(settled, limit)
         return idle
+
+    def screen_for_error(self, text: str | None = None) -> str:
+        """A few trimmed lines of what Kimi shows (``text``: the output tail) for an error, secrets masked;
+        the whole of it goes to the debug log."""
+        text = self.screen.tail if text is None else text
+        log.debug("Kimi's screen at the error:\n%s", self.redact(text[-4000:]))
+        return self.redact(excerpt(text[-4000:]))
 
     # -- transcript --------------------------------------------------------------------------------------
     def save_transcript(self, session_id: str | None) -> None:

@@ -104,7 +104,7 @@ class Turn:
             err = self.driver.screen_error(self.term.screen.tail_since(self.mark))
             raise err or SessionError(
                 "Kimi exited in the middle of the turn",
-                details={"screen": self._redact(self.term.screen.tail[-1500:])},
+                details={"screen": self.term.screen_for_error()},
             )
         state = self.driver.classify(self.term.screen.lines)
         now = time.monotonic()

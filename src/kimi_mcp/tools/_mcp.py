@@ -21,8 +21,8 @@ from ..config import Settings
 from ..errors import KimiMCPError
 from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
-from ..runner import RunWatch, TaskRequest
 from ..secrets import Redactor
+from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
 from ._budget import fit_to_budget
 
@@ -97,11 +97,36 @@ def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | 
     """The MCP reply: structured content plus the same JSON as text; secrets masked in every string."""
     result = fit_to_budget(result, settings.max_result_chars)
     payload = (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
+    failed = result.error is not None
     return ToolResult(
-        content=json.dumps(payload, ensure_ascii=False),
+        content=error_text(payload) if failed else json.dumps(payload, ensure_ascii=False),
         structured_content=payload,
-        is_error=result.error is not None,
+        is_error=failed,
     )
+
+
+def error_text(payload: dict) -> str:
+    """A failed result as a few lines a model can act on alone (Claude Code hands its model only the text
+    of an error result): what failed, what to do, whether a retry helps, the files already changed, and
+    the job and conversation to pick up. The structured content keeps every field."""
+    error = payload["error"]
+    lines = [f"Error ({error['type']}): {error['message']}", f"What to do: {error['suggestion']}"]
+    lines.append(f"Retryable: {'yes' if error['retryable'] else 'no'}")
+    changed = [
+        f"{kind} {', '.join(payload[f'files_{kind}'])}"
+        for kind in ("created", "modified", "deleted")
+        if payload.get(f"files_{kind}")
+    ]
+    lines.append("Files already changed: " + ("; ".join(changed) if changed else "none"))
+    details = {k: v for k, v in (error.get("details") or {}).items() if k != "screen"}
+    if details:
+        lines.append("Details: " + json.dumps(details, ensure_ascii=False)[:500])
+    if screen := (error.get("details") or {}).get("screen"):
+        lines.append("Kimi's screen (last lines):\n" + screen)
+    handles = [f"{name}: {payload[name]}" for name in ("job_id", "session_id") if payload.get(name)]
+    if handles:
+        lines.append(" · ".join(handles))
+    return "\n".join(lines)
 
 
 async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: Settings) -> bool:

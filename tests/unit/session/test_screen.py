@@ -213,3 +213,22 @@ def test_tail_since_with_ansi_contains_new_text() -> None:
     since = screen.tail_since(mark)
     assert since.endswith("Error: boom")
     assert len(since) <= len("\x1b[31mError: boom\x1b[0m")
+
+
+def test_an_error_shows_a_few_trimmed_lines_of_the_screen_not_its_art() -> None:
+    from kimi_mcp.session._screen import EXCERPT_LINES, EXCERPT_WIDTH, excerpt
+
+    screen = "\n".join(
+        ["╭──────────────── Welcome ────────────────╮", "│  Session: 1234                         │"]
+        + [f"│ line {i} of the turn {'x' * 300} │" for i in range(40)]
+        + ["╰─────────────────────────────────────────╯", "⠋ thinking…", "   ", "── input ──────────", "> "]
+    )
+    text = excerpt(screen)
+    lines = text.splitlines()
+    assert len(lines) == EXCERPT_LINES and all(len(line) <= EXCERPT_WIDTH for line in lines)
+    assert lines[0].startswith("line 37 of the turn") and lines[-2:] == [
+        "thinking…",
+        "input",
+    ]  # ">" says nothing
+    assert not any(ch in text for ch in "╭╮╰╯│─⠋")
+    assert excerpt("") == "" and excerpt("│  │\n──") == ""

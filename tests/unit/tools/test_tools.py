@@ -305,3 +305,31 @@ def test_debug_reads_only_what_it_diffs_and_diffs_off_the_event_loop(
     assert "+x = 1\n" in changes["a.py"] and changes["link.txt"] == ""
     assert "OUTSIDE THE WORKSPACE" not in result.content[0].text
     assert len(diffed_in) == 1 and diffed_in[0] != threading.main_thread().name
+
+
+def test_an_error_result_text_alone_says_what_happened_and_what_to_do(workspace: Path) -> None:
+    screen = "\n".join(
+        ["╭" + "─" * 100 + "╮"] + [f"│ working on step {i} │" for i in range(60)] + ["╰" + "─" * 100 + "╯"]
+    )
+    error = ErrorInfo(
+        type="timeout", message="Kimi did not finish the turn in time", suggestion="Raise KIMI_MCP_TIMEOUT.",
+        retryable=True, details={"phase": "turn", "screen": "│ step 58 │\n│ step 59 │"},
+    )  # fmt: skip
+
+    def act(request):
+        return TaskResult(
+            success=False, workspace=str(request.workspace), files_created=["a.txt"], files_modified=["b.py"],
+            error=error, session_id="sess-7", output=screen,
+        )  # fmt: skip
+
+    result = call(FakeRunner(act), "kimi_code_task", {"task_description": "x", "work_dir": str(workspace)})
+    text = result.content[0].text
+    assert result.is_error and len(text) < 600, text
+    assert "Error (timeout): Kimi did not finish the turn in time" in text
+    assert "What to do: Raise KIMI_MCP_TIMEOUT." in text and "Retryable: yes" in text
+    assert "Files already changed: created a.txt; modified b.py" in text
+    assert '"phase": "turn"' in text and "step 59" in text and "session_id: sess-7" in text
+    assert (
+        "job_id: job_" in text and "─" * 10 not in text
+    )  # the answer's box art stays in the structured content
+    assert result.structured_content["output"] == screen
