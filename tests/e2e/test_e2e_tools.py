@@ -312,9 +312,15 @@ def test_prompt_with_workspace_context_and_result_budget(
     )
     assert data["success"] is True
     assert data["files_created"] == ["gen0.txt", "gen1.txt", "gen2.txt", "gen3.txt"]
-    assert len(json.dumps(data)) <= 6000 + 200  # JSON spacing differs slightly from pydantic's
-    cut = [t for t in data["truncated"] if t["reason"] == "result_budget"]
-    assert cut and all(t["path"] not in data["file_contents"] for t in cut if t["path"].startswith("gen"))
+    assert len(json.dumps(data, ensure_ascii=False, separators=(",", ":"))) <= 6000  # exactly honoured
+    assert len(result.content[0].text) <= 6000
+    cut = {t["path"]: t for t in data["truncated"] if t["reason"] == "result_budget"}
+    assert len(cut) == len([t for t in data["truncated"] if t["reason"] == "result_budget"])  # each once
+    for i in range(4):  # every file keeps the same head; none is dropped for another to stay whole
+        path = f"gen{i}.txt"
+        assert cut[path]["size_bytes"] == 3000 and 0 < cut[path]["returned_chars"] < 3000
+        assert data["file_contents"][path].startswith(f"{i}" * cut[path]["returned_chars"])
+    assert len({cut[f"gen{i}.txt"]["returned_chars"] for i in range(4)}) == 1
     ours = [m for m in fake.chat_requests()[0]["body"]["messages"] if "generate files" in json.dumps(m)]
     assert len(ours) == 1  # our user message (Kimi's own system prompt may list the directory too)
     assert "src/main.py" in json.dumps(ours) and "artifact.bin" not in json.dumps(ours)

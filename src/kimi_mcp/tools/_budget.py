@@ -1,52 +1,151 @@
-"""Fit a result into the caller's budget: cut the least valuable text first and say what was cut."""
+"""Fit a result into the caller's budget (``KIMI_MCP_MAX_RESULT_CHARS``, the result's compact JSON), cutting
+the least valuable text first and saying, once per item and with its true size, what was cut.
+
+Order: the raw-answer preview and a refactor's before/after copies (the file on disk and the diff say the
+same); then tool-call arguments and results in the evidence (200 characters each); then the file contents,
+the diff and Kimi's answer *share* what is left fairly: every text keeps the same number of leading
+characters (a short one whole), so no file is dropped while another stays whole; last, if the lists alone
+are too long, the evidence lists and then the change lists lose their tail. The budget is honoured exactly.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
+from pydantic import BaseModel
+
 from ..models import TaskResult, TruncatedItem
 
-# Large text fields, least valuable first; file contents come after these, Kimi's answer last.
 _FIELDS_FIRST = ("raw_response_preview", "original_content", "refactored_content")
-_FIELDS_LAST = ("diff", "output")
+_SHARED_FIELDS = ("diff", "output")  # share the budget with the file contents
+_TRACE_CHARS = 200
 _MARK = "… [cut to fit the result budget]"
+_LISTS = (  # trimmed from the end, in this order, only when everything else is cut already
+    ("evidence", "cited"),
+    ("evidence", "files_read"),
+    ("evidence", "tools_run"),
+    (None, "binary_files"),
+    (None, "secret_files"),
+    (None, "files_deleted"),
+    (None, "files_modified"),
+    (None, "files_created"),
+)
+
+
+def result_json(payload: dict) -> str:
+    """The JSON a result is measured by and sent as (compact)."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 def _size(result: TaskResult) -> int:
-    return len(result.model_dump_json())
-
-
-def _cut_field(result: TaskResult, name: str, limit: int) -> bool:
-    value = getattr(result, name, None)
-    if not isinstance(value, str) or not value:
-        return False
-    excess = _size(result) - limit
-    keep = max(0, len(value) - excess - len(_MARK) - 16)
-    setattr(result, name, value[:keep] + _MARK if keep else "")
-    result.truncated.append(
-        TruncatedItem(path=name, reason="result_budget", size_bytes=len(value.encode()), returned_chars=keep)
-    )
-    return _size(result) <= limit
+    return len(result_json(result.model_dump(mode="json")))
 
 
 def fit_to_budget(result: TaskResult, limit: int) -> TaskResult:
-    """Shrink ``result`` in place until its JSON has at most ``limit`` characters."""
+    """Shrink ``result`` in place until its compact JSON has at most ``limit`` characters."""
     if limit <= 0 or _size(result) <= limit:
         return result
     for name in _FIELDS_FIRST:
-        if _cut_field(result, name, limit):
-            return result
-    for path in sorted(result.file_contents, key=lambda p: -len(result.file_contents[p])):
-        text = result.file_contents.pop(path)
-        result.truncated.append(
-            TruncatedItem(path=path, reason="result_budget", size_bytes=len(text.encode()), returned_chars=0)
-        )
+        _cut_field(result, name, limit)
         if _size(result) <= limit:
             return result
     for trace in result.evidence.tools_run:
-        trace.arguments = trace.arguments[:200]
-        trace.result = None if trace.result is None else trace.result[:200]
+        trace.arguments = trace.arguments[:_TRACE_CHARS]
+        trace.result = None if trace.result is None else trace.result[:_TRACE_CHARS]
     if _size(result) <= limit:
         return result
-    for name in _FIELDS_LAST:
-        if _cut_field(result, name, limit):
-            return result
+    _share(result, limit)
+    if _size(result) > limit:
+        _trim_lists(result, limit)
     return result
+
+
+def _cut_field(result: TaskResult, name: str, limit: int) -> None:
+    value = getattr(result, name, None)
+    if not isinstance(value, str) or not value:
+        return
+    keep = max(0, len(value) - (_size(result) - limit) - len(_MARK) - 16)
+    setattr(result, name, value[:keep] + _MARK if keep else "")
+    _record(result, name, len(value.encode()), keep)
+
+
+def _share(result: TaskResult, limit: int) -> None:
+    """Cut the file contents, the diff and the answer to one common length: the longest that fits (a binary
+    search on the real JSON size, escapes included)."""
+    texts: dict[tuple[str, str], str] = {("file", p): t for p, t in result.file_contents.items()}
+    texts |= {("field", n): getattr(result, n) for n in _SHARED_FIELDS if getattr(result, n, None)}
+    if not texts:
+        return
+    listed = [item.model_copy() for item in result.truncated]
+
+    def apply(cap: int) -> int:
+        result.truncated = [item.model_copy() for item in listed]
+        for (kind, key), text in texts.items():
+            cut = text if len(text) <= cap else (text[:cap] + _MARK if cap else "")
+            if kind == "file":
+                result.file_contents[key] = cut
+            else:
+                setattr(result, key, cut)
+            if cut is not text:
+                _record(result, key, len(text.encode()), cap)  # listed now: the list counts too
+        return _size(result)
+
+    low, high = (
+        0,
+        max(len(t) for t in texts.values()),
+    )  # the longest common length that fits is in [low, high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if apply(middle) <= limit else (low, middle)
+    apply(low)
+
+
+def _record(result: TaskResult, path: str, size: int, kept: int) -> None:
+    """List a cut once: a file the tracker had cut already keeps its entry (and its true size on disk)."""
+    for item in result.truncated:
+        if item.path == path:
+            item.reason, item.returned_chars = "result_budget", min(item.returned_chars, kept)
+            return
+    result.truncated.append(
+        TruncatedItem(path=path, reason="result_budget", size_bytes=size, returned_chars=kept)
+    )
+
+
+def _trim_lists(result: TaskResult, limit: int) -> None:
+    """Drop the tails of the lists, in ``_LISTS`` order, keeping the longest head of each that fits."""
+    for owner, name in _LISTS:
+        holder = result.evidence if owner else result
+        if getattr(holder, name):
+            _keep_head(result, limit, holder, name, f"{owner}.{name}" if owner else name)
+        if _size(result) <= limit:
+            return
+
+
+def _keep_head(result: TaskResult, limit: int, holder: object, name: str, label: str) -> None:
+    items = list(getattr(holder, name))
+    listed = [item.model_copy() for item in result.truncated]
+    size = len(json.dumps([_plain(item) for item in items]))
+
+    def keep(count: int) -> int:
+        setattr(holder, name, items[:count])
+        result.truncated = [item.model_copy() for item in listed]
+        if count < len(items):
+            _record(result, label, size, len(json.dumps([_plain(item) for item in items[:count]])))
+        return _size(result)
+
+    keep(_longest(keep, len(items) + 1, limit))
+
+
+def _longest(size_with: Callable[[int], int], high: int, limit: int) -> int:
+    """The largest ``n`` in ``[0, high)`` with ``size_with(n) <= limit`` (0 if none): a binary search,
+    sizes growing with ``n``."""
+    low = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if size_with(middle) <= limit else (low, middle)
+    return low
+
+
+def _plain(item: object) -> object:
+    return item.model_dump(mode="json") if isinstance(item, BaseModel) else item

@@ -24,7 +24,7 @@ from ..models import ErrorInfo, TaskResult
 from ..secrets import Redactor
 from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
-from ._budget import fit_to_budget
+from ._budget import fit_to_budget, result_json
 
 log = get_logger("tools")
 
@@ -95,11 +95,11 @@ def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] =
 
 def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | None = None) -> ToolResult:
     """The MCP reply: structured content plus the same JSON as text; secrets masked in every string."""
-    result = fit_to_budget(result, settings.max_result_chars)
+    result = fit_to_budget(result.model_copy(deep=True), settings.max_result_chars)  # the job keeps it whole
     payload = (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
     failed = result.error is not None
     return ToolResult(
-        content=error_text(payload) if failed else json.dumps(payload, ensure_ascii=False),
+        content=error_text(payload) if failed else result_json(payload),
         structured_content=payload,
         is_error=failed,
     )

@@ -1,0 +1,67 @@
+"""The result budget (``tools._budget``): shared fairly, each cut listed once with its true size, honoured
+exactly."""
+
+from __future__ import annotations
+
+from kimi_mcp.models import Evidence, TaskResult, ToolCallTrace, TruncatedItem
+from kimi_mcp.tools._budget import fit_to_budget, result_json
+
+
+def size(result: TaskResult) -> int:
+    return len(result_json(result.model_dump(mode="json")))
+
+
+def big_result() -> TaskResult:
+    return TaskResult(
+        success=True,
+        output="A" * 15_000,
+        files_modified=["one.py", "two.py", "small.txt"],
+        file_contents={"one.py": "1" * 55_000, "two.py": "2\n" * 27_500, "small.txt": "tiny\n"},
+        evidence=Evidence(tools_run=[ToolCallTrace(name="Write", arguments="x" * 2_000, result="ok" * 500)]),
+    )
+
+
+def test_texts_share_the_budget_and_no_file_is_dropped() -> None:
+    result = fit_to_budget(big_result(), 40_000)
+    assert size(result) <= 40_000
+    contents = result.file_contents
+    assert set(contents) == {"one.py", "two.py", "small.txt"} and contents["small.txt"] == "tiny\n"
+    kept = {path: len(text.split("… [cut")[0]) for path, text in contents.items() if "… [cut" in text}
+    assert set(kept) == {"one.py", "two.py"} and kept["one.py"] == kept["two.py"] > 5_000  # one common length
+    assert result.output.startswith("A" * kept["one.py"])  # the answer shares the same cut
+    assert len(result.evidence.tools_run[0].arguments) == 200  # tool arguments went before any file content
+    cuts = {item.path: item for item in result.truncated}
+    assert len(cuts) == len(result.truncated)  # each cut once
+    assert cuts["one.py"].size_bytes == 55_000 and cuts["two.py"].size_bytes == 55_000
+    assert cuts["one.py"].returned_chars == kept["one.py"] and cuts["output"].size_bytes == 15_000
+
+
+def test_a_file_the_tracker_cut_keeps_one_entry_with_its_true_size() -> None:
+    result = big_result()
+    result.file_contents["one.py"] = "1" * 20_000
+    result.truncated.append(
+        TruncatedItem(path="one.py", reason="file_too_large", size_bytes=100_000, returned_chars=20_000)
+    )
+    result = fit_to_budget(result, 30_000)
+    entries = [item for item in result.truncated if item.path == "one.py"]
+    assert len(entries) == 1 and entries[0].size_bytes == 100_000
+    assert entries[0].returned_chars < 20_000 and entries[0].reason == "result_budget"
+    assert size(result) <= 30_000
+
+
+def test_the_budget_holds_when_the_lists_alone_are_too_long() -> None:
+    names = [f"src/generated/module_{i:05d}.py" for i in range(3_000)]
+    result = TaskResult(success=True, files_created=names, evidence=Evidence(files_read=names))
+    result = fit_to_budget(result, 20_000)
+    assert size(result) <= 20_000
+    assert result.evidence.files_read == [] and 0 < len(result.files_created) < 3_000
+    assert result.files_created == names[: len(result.files_created)]  # the head is kept, in order
+    cuts = {item.path for item in result.truncated}
+    assert cuts == {"evidence.files_read", "files_created"}
+
+
+def test_a_result_within_the_budget_is_untouched() -> None:
+    result = big_result()
+    before = result.model_dump()
+    assert fit_to_budget(result, 1_000_000).model_dump() == before
+    assert fit_to_budget(result, 0).model_dump() == before  # 0 = no cap
