@@ -36,6 +36,9 @@ class TruncatedItem(BaseModel):
     reason: Literal["file_too_large", "total_budget", "result_budget"]
     size_bytes: int = Field(description="Full size on disk (or of the field)")
     returned_chars: int = Field(description="How many characters were returned (0 = none)")
+    uri: str | None = Field(
+        default=None, description="An MCP resource with the whole text (resources/read), when there is one"
+    )
 
 
 class ToolCallTrace(BaseModel):

@@ -16,6 +16,7 @@ from ._mcp import RunTask
 from ._pipeline import Backend, bind, run_task, shutdown_jobs
 from .jobs import kimi_continue, kimi_job, kimi_jobs
 from .read import kimi_analyze_code, kimi_consult, kimi_verify
+from .resources import register_resources
 from .write import kimi_code_task, kimi_debug, kimi_prompt, kimi_refactor
 
 __all__ = ["ALL_TOOLS", "TOOLS", "RunTask", "register_tools", "shutdown_jobs"]
@@ -47,7 +48,9 @@ def register_tools(mcp: FastMCP, settings: Settings, run: RunTask = run_task) ->
         raise ValueError(
             f"KIMI_MCP_TOOLS names unknown tools {sorted(unknown)}; valid: {', '.join(ALL_TOOLS)}"
         )
-    bind(mcp, Backend(settings, run))
+    backend = Backend(settings, run)
+    bind(mcp, backend)
+    register_resources(mcp, backend.jobs)
     names = [name for name in ALL_TOOLS if name in enabled]
     for name in names:
         mcp.add_tool(TOOLS[name])

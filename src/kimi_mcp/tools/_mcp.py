@@ -25,6 +25,7 @@ from ..secrets import Redactor
 from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
 from ._budget import fit_to_budget, result_json
+from .resources import field_uri, file_uri
 
 log = get_logger("tools")
 
@@ -96,13 +97,34 @@ def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] =
 def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | None = None) -> ToolResult:
     """The MCP reply: structured content plus the same JSON as text; secrets masked in every string."""
     result = fit_to_budget(result.model_copy(deep=True), settings.max_result_chars)  # the job keeps it whole
+    links = _link_cuts(result)
     payload = (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
     failed = result.error is not None
-    return ToolResult(
-        content=error_text(payload) if failed else result_json(payload),
-        structured_content=payload,
-        is_error=failed,
-    )
+    text = mcp_types.TextContent(type="text", text=error_text(payload) if failed else result_json(payload))
+    return ToolResult(content=[text, *links], structured_content=payload, is_error=failed)
+
+
+def _link_cuts(result: TaskResult) -> list[mcp_types.ResourceLink]:
+    """Give every cut file, answer or diff of a job the resource that holds it whole (``uri``), and return
+    them as ``resource_link`` items."""
+    if not result.job_id:
+        return []
+    changed = {*result.files_created, *result.files_modified}
+    links = []
+    for item in result.truncated:
+        if item.path in changed:
+            item.uri = file_uri(result.job_id, item.path)
+        elif item.path in ("output", "diff"):
+            item.uri = field_uri(result.job_id, item.path)
+        else:
+            continue
+        whole = (
+            f"{item.path} whole: {item.size_bytes} bytes; the result holds {item.returned_chars} characters"
+        )
+        links.append(
+            mcp_types.ResourceLink(type="resource_link", uri=item.uri, name=item.path, description=whole)
+        )
+    return links
 
 
 def error_text(payload: dict) -> str:

@@ -13,7 +13,7 @@ import pytest
 from fastmcp import Client
 
 from kimi_mcp.config import Settings
-from kimi_mcp.models import ErrorInfo, TaskResult
+from kimi_mcp.models import ErrorInfo, TaskResult, TruncatedItem
 from kimi_mcp.server import create_server
 
 
@@ -300,3 +300,47 @@ def test_an_unusable_job_store_is_a_clear_error_for_every_tool(workspace: Path, 
         error = result.structured_content["error"]
         assert result.is_error and error["type"] == "session" and "KIMI_MCP_STATE_DIR" in error["suggestion"]
     assert runner.requests == []  # nothing ran without a place to record it
+
+
+def test_what_the_budget_cut_stays_reachable_as_resources(workspace: Path) -> None:
+    big = "".join(f"line {i}\n" for i in range(8_000))
+    (workspace / "huge.log").write_text(big * 3)  # on disk: bigger than what the tracker returned
+
+    def act(request):
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output="answer " * 3_000,
+            files_created=["big.py", "huge.log"], file_contents={"big.py": big, "huge.log": big[:1000]},
+            truncated=[TruncatedItem(
+                path="huge.log", reason="file_too_large", size_bytes=len(big) * 3, returned_chars=1000
+            )],
+        )  # fmt: skip
+
+    class Runner(GatedRunner):
+        def __call__(self, request, settings, **kwargs):
+            return act(request)
+
+    async def body():
+        server = create_server(Settings(max_result_chars=20_000), run=Runner(workspace))
+        async with Client(server) as client:
+            result = await client.call_tool(
+                "kimi_code_task", {"task_description": "x", "work_dir": str(workspace)}
+            )
+            links = [c for c in result.content if c.type == "resource_link"]
+            texts = {str(link.uri): (await client.read_resource(link.uri))[0].text for link in links}
+            job = result.structured_content["job_id"]
+            with pytest.raises(Exception, match="did not create or modify"):
+                await client.read_resource(f"kimi-mcp://jobs/{job}/files/src/other.py")
+            with pytest.raises(Exception, match="not found|did not create or modify"):
+                await client.read_resource(f"kimi-mcp://jobs/{job}/files/..%2F..%2Fetc%2Fpasswd")
+            with pytest.raises(Exception, match="no finished job"):
+                await client.read_resource("kimi-mcp://jobs/job_0000000000000000/output")
+            return result.structured_content, links, texts
+
+    data, links, texts = run(body)
+    cuts = {item["path"]: item for item in data["truncated"]}
+    assert set(cuts) == {"big.py", "huge.log", "output"}
+    assert {str(link.uri) for link in links} == {item["uri"] for item in cuts.values()}
+    assert texts[cuts["big.py"]["uri"]] == big  # whole, from the job store
+    assert texts[cuts["output"]["uri"]] == "answer " * 3_000
+    assert texts[cuts["huge.log"]["uri"]] == big * 3  # cut by the tracker: read from the workspace
+    assert cuts["huge.log"]["size_bytes"] == len(big) * 3

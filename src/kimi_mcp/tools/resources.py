@@ -1,0 +1,83 @@
+"""What a result had to leave out stays reachable: MCP resources for a job's files, answer and diff, read
+from the job store (the whole result the job kept) and, for a file the tracker cut for size, from the
+workspace by the tracker's rules (never a secret, a symlink or anything outside the workspace).
+
+``kimi-mcp://jobs/{job_id}/files/{path}``, ``kimi-mcp://jobs/{job_id}/output``, ``kimi-mcp://jobs/{job_id}/diff``.
+Only paths the job reported as created or modified are served.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.exceptions import ResourceError
+
+from ..jobs import JobManager
+
+SCHEME = "kimi-mcp://jobs"
+MAX_FILE_BYTES = 2_000_000  # what a file resource returns at most (the rest is marked as cut)
+
+
+def file_uri(job_id: str, path: str) -> str:
+    return f"{SCHEME}/{job_id}/files/{quote(path)}"
+
+
+def field_uri(job_id: str, name: str) -> str:
+    return f"{SCHEME}/{job_id}/{name}"
+
+
+def register_resources(mcp: FastMCP, jobs: JobManager) -> None:
+    """Add the job resource templates to ``mcp``."""
+
+    @mcp.resource(f"{SCHEME}/{{job_id}}/files/{{path*}}", mime_type="text/plain", name="job_file")
+    async def job_file(job_id: str, path: str) -> str:
+        """A file a Kimi job created or modified, whole (as far as the result budget cut it)."""
+        return await anyio.to_thread.run_sync(_file_text, jobs, job_id, path)
+
+    @mcp.resource(f"{SCHEME}/{{job_id}}/output", mime_type="text/plain", name="job_output")
+    async def job_output(job_id: str) -> str:
+        """Kimi's whole final answer of a job."""
+        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "output")
+
+    @mcp.resource(f"{SCHEME}/{{job_id}}/diff", mime_type="text/x-diff", name="job_diff")
+    async def job_diff(job_id: str) -> str:
+        """The whole diff of a job's result (kimi_refactor)."""
+        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "diff")
+
+
+def _result(jobs: JobManager, job_id: str) -> dict:
+    record = jobs.store.get(job_id)
+    if record is None or record.result is None:
+        raise ResourceError(f"no finished job {job_id!r} (kimi_jobs lists the jobs)")
+    return record.result
+
+
+def _field_text(jobs: JobManager, job_id: str, name: str) -> str:
+    text = _result(jobs, job_id).get(name)
+    if not text:
+        raise ResourceError(f"job {job_id} has no {name}")
+    return text
+
+
+def _file_text(jobs: JobManager, job_id: str, path: str) -> str:
+    from .. import tracker  # the tracker loads with the first call anyway
+
+    result = _result(jobs, job_id)
+    if path not in {*result.get("files_created", []), *result.get("files_modified", [])}:
+        raise ResourceError(f"job {job_id} did not create or modify {path!r}")
+    if path in result.get("secret_files", []) or path in result.get("binary_files", []):
+        raise ResourceError(f"{path} is withheld (a secret, binary, or a symlink)")
+    cut_by_tracker = any(
+        item["path"] == path and item["reason"] in ("file_too_large", "total_budget")
+        for item in result.get("truncated", [])
+    )
+    if not cut_by_tracker and path in result.get("file_contents", {}):
+        return result["file_contents"][path]
+    options = tracker.TrackerOptions(max_file_chars=MAX_FILE_BYTES, max_total_chars=MAX_FILE_BYTES)
+    report = tracker.collect_contents(Path(result["workspace"]), [path], options)
+    if path not in report.file_contents:
+        raise ResourceError(f"{path} cannot be read from the workspace any more")
+    return report.file_contents[path]
