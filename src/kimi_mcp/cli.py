@@ -25,14 +25,33 @@ def parser() -> argparse.ArgumentParser:
     commands.add_argument("--host", default="127.0.0.1")
     commands.add_argument("--port", type=int, default=8765)
     commands.add_argument("--version", action="version", version=f"kimi-mcp {__version__}")
+    commands.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration and the Kimi install (no model call), print what is wrong, and exit",
+    )
     return commands
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if args.check:
+        raise SystemExit(check())
     from .server import serve  # FastMCP and the rest load only to serve
 
     serve(args)
+
+
+def check() -> int:
+    """``--check``: 0 when kimi-mcp can run Kimi as configured, else 1 (each problem printed)."""
+    from .config import configured, load_env_file
+    from .status import check_lines, status_report
+
+    load_env_file()
+    settings, problem = configured()
+    report = status_report(settings, problem)
+    print("\n".join(check_lines(report)))
+    return 0 if report.success else 1
 
 
 if __name__ == "__main__":

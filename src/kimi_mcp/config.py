@@ -16,6 +16,8 @@ from typing import Any, Literal
 from dotenv import load_dotenv
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from .errors import SettingsError
+
 ENV_PREFIX = "KIMI_MCP_"
 
 MAX_FILE_CHARS = 20_000
@@ -47,7 +49,11 @@ Dialect = Literal["auto", "legacy", "kimi-code"]
 
 
 class ConfigError(Exception):
-    """The configuration is invalid; the message names the offending setting."""
+    """The configuration is invalid; the message names each offending setting, its value and its source."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 class Settings(BaseModel):
@@ -174,6 +180,16 @@ def config_file_path(environ: dict[str, str] | os._Environ[str] = os.environ) ->
 def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> Settings:
     """Build the settings from defaults, the config file and the environment (in that order)."""
     environ = os.environ if environ is None else environ
+    values, path = _raw_values(environ)
+    try:
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        problems = [_problem(err, environ, path) for err in exc.errors()]
+        raise ConfigError("invalid kimi-mcp configuration: " + "; ".join(problems), problems) from exc
+
+
+def _raw_values(environ: Any) -> tuple[dict[str, Any], Path]:
+    """The config file's values overlaid with the environment's (unvalidated), and the file's path."""
     values: dict[str, Any] = {}
     path = config_file_path(environ)
     if path.is_file():
@@ -187,14 +203,46 @@ def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> S
         raw = environ.get(ENV_PREFIX + name.upper())
         if raw is not None and raw != "":
             values[name] = raw
+    return values, path
+
+
+def _problem(err: Any, environ: Any, path: Path) -> str:
+    """One invalid setting: its variable, its value and where the value came from."""
+    field = ".".join(str(p) for p in err["loc"])
+    variable = ENV_PREFIX + field.upper()
+    raw = environ.get(ENV_PREFIX + str(err["loc"][0]).upper()) if err["loc"] else None
+    if raw:
+        return f"{variable}={raw!r} (from the environment): {err['msg']}"
+    value = err.get("input")
+    return f"{field} = {value!r} (from {path}; or {variable} in the environment): {err['msg']}"
+
+
+def configured(environ: Any = None) -> tuple[Settings, SettingsError | None]:
+    """The settings, or, when the configuration is invalid, every valid value with defaults for the rest and
+    the problem (the server still starts, so the problem reaches the user through every call instead of a
+    bare "connection closed")."""
+    environ = os.environ if environ is None else environ
     try:
-        return Settings.model_validate(values)
+        return load_settings(environ), None
+    except ConfigError as exc:
+        problem = SettingsError(str(exc), details={"problems": exc.problems})
+    try:
+        values, _path = _raw_values(environ)
+    except ConfigError:  # the file itself is unreadable: the environment alone
+        values = {
+            n: environ[ENV_PREFIX + n.upper()]
+            for n in Settings.model_fields
+            if environ.get(ENV_PREFIX + n.upper())
+        }
+    try:
+        Settings.model_validate(values)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{ENV_PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}"
-            for err in exc.errors()
-        )
-        raise ConfigError(f"invalid kimi-mcp configuration ({path}): {problems}") from exc
+        for bad in {str(err["loc"][0]) for err in exc.errors() if err["loc"]}:
+            values.pop(bad, None)
+    try:
+        return Settings.model_validate(values), problem
+    except ValidationError:  # e.g. an unknown key in the file
+        return Settings(), problem
 
 
 def state_dir(settings: Settings, environ: dict[str, str] | os._Environ[str] | None = None) -> Path:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-ErrorType = Literal["install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input"]
+ErrorType = Literal[
+    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input", "config"
+]
 
 
 class KimiMCPError(Exception):
@@ -84,3 +86,13 @@ class WorkspaceError(KimiMCPError):
 class BadInput(KimiMCPError):
     type = "bad_input"
     default_suggestion = "Fix the arguments of the call (see the tool's input schema)."
+
+
+class SettingsError(KimiMCPError):
+    """The server's own configuration is invalid: it started anyway, and every Kimi call says why."""
+
+    type = "config"
+    default_suggestion = (
+        "Fix the named setting where it came from (the MCP client's env for the server, or the config file), "
+        "then restart the server; `kimi-mcp --check` in a terminal shows every problem."
+    )

@@ -19,15 +19,22 @@ from fastmcp.server.auth import TokenVerifier
 from . import __version__
 from ._logging import setup_logging
 from .cli import INSTRUCTIONS
-from .config import ConfigError, Settings, load_env_file, load_settings
+from .config import ConfigError, Settings, configured, load_env_file
+from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
 from .tools import RunTask, register_tools, run_task, shutdown_jobs
 
 
-def create_server(settings: Settings, auth: TokenVerifier | None = None, run: RunTask = run_task) -> FastMCP:
-    """The MCP server with the enabled tools; ``run`` runs a Kimi turn (a fake in the tool layer's tests)."""
+def create_server(
+    settings: Settings,
+    auth: TokenVerifier | None = None,
+    run: RunTask = run_task,
+    problem: KimiMCPError | None = None,
+) -> FastMCP:
+    """The MCP server with the enabled tools; ``run`` runs a Kimi turn (a fake in the tool layer's tests);
+    ``problem``: the configuration was invalid (the server serves, every Kimi call says why)."""
     mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
-    register_tools(mcp, settings, run)
+    register_tools(mcp, settings, run, problem)
     return mcp
 
 
@@ -51,18 +58,21 @@ def serve(args: argparse.Namespace) -> None:
     _limit_malloc_arenas()
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
+    settings, problem = configured()
     try:
-        settings = load_settings()
         auth = http_auth(args.host, settings.http_token) if args.http else None
-    except ConfigError as exc:
+    except ConfigError as exc:  # never serve HTTP off loopback without its token
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     setup_logging(settings.log_level, settings.log_file)
     try:
-        mcp = create_server(settings, auth)
-    except ValueError as exc:
-        print(f"kimi-mcp: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
+        mcp = create_server(settings, auth, problem=problem)
+    except ValueError as exc:  # KIMI_MCP_TOOLS names unknown tools: serve them all, each says why
+        problem = SettingsError(str(exc), details={"problems": [str(exc)]})
+        settings = settings.model_copy(update={"tools": None})
+        mcp = create_server(settings, auth, problem=problem)
+    if problem is not None:
+        print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
     atexit.register(_shutdown_runner)  # also on paths that skip the finally below
     atexit.register(shutdown_jobs)  # runs first (atexit is last in, first out)
     for signum in _EXIT_SIGNALS:

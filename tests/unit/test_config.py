@@ -367,3 +367,29 @@ def test_jobs_settings_from_the_environment_and_where_the_job_store_lives(xdg: P
     assert state_dir(Settings(state_dir=str(tmp_path)), {"XDG_STATE_HOME": "/xdg"}) == tmp_path
     home = Path(os.path.expanduser("~"))
     assert state_dir(Settings(), {}) == home / ".local" / "state" / "kimi-mcp"
+
+
+def test_a_problem_names_the_variable_its_value_and_where_it_came_from(tmp_path: Path, xdg: Path) -> None:
+    with pytest.raises(ConfigError) as from_env:
+        load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_TIMEOUT": "5min"})
+    assert from_env.value.problems[0].startswith("KIMI_MCP_TIMEOUT='5min' (from the environment)")
+    config = write_toml(tmp_path / "c.toml", 'timeout = "soon"\n')
+    with pytest.raises(ConfigError) as from_file:
+        load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_CONFIG": str(config)})
+    assert from_file.value.problems[0].startswith(f"timeout = 'soon' (from {config}")
+
+
+def test_a_bad_configuration_keeps_the_valid_values_and_gives_the_problem(
+    xdg: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kimi_mcp.config import configured
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    monkeypatch.setenv("KIMI_MCP_MAX_CONCURRENT", "0")
+    monkeypatch.setenv("KIMI_MCP_KIMI_BIN", "/opt/kimi")
+    settings, problem = configured()
+    assert settings == Settings(kimi_bin="/opt/kimi")  # the valid values are kept, the bad one defaulted
+    assert problem is not None and problem.type == "config"
+    assert "KIMI_MCP_MAX_CONCURRENT='0' (from the environment)" in problem.message
+    monkeypatch.delenv("KIMI_MCP_MAX_CONCURRENT")
+    assert configured()[1] is None

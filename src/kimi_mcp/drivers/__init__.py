@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._probe import find_binary, installed_version, probe
+from ._probe import check_node, find_binary, installed_version, probe
 from .base import Driver, KimiInstall, ScreenState, WireEvent
 from .kimi_code import KimiCodeDriver
 from .legacy import LegacyDriver
@@ -12,6 +12,7 @@ __all__ = [
     "KimiInstall",
     "ScreenState",
     "WireEvent",
+    "check_node",
     "find_binary",
     "installed_version",
     "make_driver",

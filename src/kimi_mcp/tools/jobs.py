@@ -72,6 +72,7 @@ async def kimi_job(
 ) -> Reply:
     jobs = backend.jobs
     try:
+        backend.check()
         record = await _record(backend, job_id)
         if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
@@ -115,6 +116,7 @@ async def kimi_jobs(
     jobs = backend.jobs
 
     def listing() -> list[JobRecord]:
+        backend.check()
         store, owner = jobs.store, jobs.owner  # opening the store may fail: a structured error
         records = store.list(limit=limit, status=status, workspace=workspace)
         orphaned = [
@@ -156,6 +158,7 @@ async def kimi_continue(
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
     try:
+        backend.check()
         not_blank(message=message)()
         record = await _session(backend, session_id)
         if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):

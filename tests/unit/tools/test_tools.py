@@ -18,7 +18,7 @@ from kimi_mcp.server import create_server
 from kimi_mcp.tools import ALL_TOOLS, TOOLS
 
 WRITE_TOOLS = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
-JOB_TOOLS = {"kimi_job", "kimi_jobs", "kimi_continue"}
+JOB_TOOLS = {"kimi_job", "kimi_jobs", "kimi_continue", "kimi_status"}  # no work_dir, own results
 MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue"}  # cancel interrupts a turn; a follow-up may write
 
 
@@ -53,7 +53,7 @@ def listed(settings: Settings) -> list:
 
 
 def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
-    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 10
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 11
     assert all(fn.__name__ == name for name, fn in TOOLS.items())
     tools = {tool.name: tool for tool in listed(Settings())}
     assert set(tools) == set(ALL_TOOLS)
@@ -333,3 +333,33 @@ def test_an_error_result_text_alone_says_what_happened_and_what_to_do(workspace:
         "job_id: job_" in text and "─" * 10 not in text
     )  # the answer's box art stays in the structured content
     assert result.structured_content["output"] == screen
+
+
+def test_with_a_configuration_problem_every_call_says_why_and_kimi_status_explains(workspace: Path) -> None:
+    from kimi_mcp.errors import SettingsError
+
+    problem = SettingsError(
+        "invalid kimi-mcp configuration: KIMI_MCP_TIMEOUT='5min' (from the environment): bad"
+    )
+    runner = FakeRunner()
+
+    async def body():
+        server = create_server(Settings(kimi_bin="/nonexistent/kimi"), run=runner, problem=problem)
+        async with Client(server) as client:
+            task = await client.call_tool(
+                "kimi_code_task", {"task_description": "x", "work_dir": str(workspace)}, raise_on_error=False
+            )
+            follow = await client.call_tool(
+                "kimi_continue", {"session_id": "s", "message": "x"}, raise_on_error=False
+            )
+            status = await client.call_tool("kimi_status", {})
+            return task, follow, status
+
+    task, follow, status = asyncio.run(body())
+    for result in (task, follow):
+        assert result.is_error and result.structured_content["error"]["type"] == "config"
+        assert "KIMI_MCP_TIMEOUT='5min' (from the environment)" in result.content[0].text
+    assert runner.requests == []
+    report = status.structured_content
+    assert report["success"] is False and [p["type"] for p in report["problems"]] == ["config", "install"]
+    assert "KIMI_MCP_KIMI_BIN=/nonexistent/kimi" in report["problems"][1]["message"]

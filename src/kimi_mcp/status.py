@@ -1,0 +1,72 @@
+"""What kimi-mcp would run with, checked without spending any model quota: the configuration, the Kimi
+binary (dialect, version; Node for Kimi Code) and, in a running server, its live sessions and jobs. Used by
+``kimi-mcp --check`` (a terminal) and the ``kimi_status`` tool."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pydantic import BaseModel, Field
+
+from .config import Settings, state_dir
+from .errors import KimiMCPError
+from .models import ErrorInfo
+
+
+class StatusReport(BaseModel):
+    """Whether kimi-mcp can run Kimi as configured, and what it holds now."""
+
+    success: bool = Field(description="No problem found")
+    problems: list[ErrorInfo] = Field(default_factory=list, description="What must be fixed, with how")
+    kimi_bin: str | None = None
+    dialect: str | None = None
+    kimi_version: str | None = None
+    node_version: str | None = Field(default=None, description="The Node that runs Kimi Code")
+    workspace_default: str | None = Field(default=None, description="KIMI_MCP_WORKSPACE, if set")
+    state_dir: str = ""
+    live_sessions: int = Field(default=0, description="Kimi conversations kept alive for kimi_continue")
+    standbys: int = Field(default=0, description="Ready Kimis waiting for the next call")
+    running_jobs: list[str] = Field(default_factory=list, description="job_ids running in this server")
+
+
+def status_report(
+    settings: Settings, problem: KimiMCPError | None = None, env: dict[str, str] | None = None
+) -> StatusReport:
+    """Check the configuration (``problem``: why it was refused) and the Kimi install."""
+    from .drivers import check_node, find_binary, probe
+
+    env = dict(os.environ if env is None else env)
+    report = StatusReport(
+        success=True, state_dir=str(state_dir(settings, env)), workspace_default=settings.workspace
+    )
+    if problem is not None:
+        report.problems.append(ErrorInfo.from_exception(problem))
+    try:
+        report.kimi_bin = find_binary(settings.kimi_bin, env)
+        install = probe(report.kimi_bin, env, settings.dialect)
+        report.dialect, report.kimi_version = install.dialect, install.version
+        report.node_version = check_node(install, env)
+    except KimiMCPError as exc:
+        report.problems.append(ErrorInfo.from_exception(exc))
+    runner = sys.modules.get("kimi_mcp.runner")  # not loaded: no call yet, so nothing is held
+    if runner is not None:
+        pool = runner.default_runner().pool
+        report.standbys = pool.counts()[0]
+        report.live_sessions = pool.live_count()
+    report.success = not report.problems
+    return report
+
+
+def check_lines(report: StatusReport) -> list[str]:
+    """The report for a terminal (``kimi-mcp --check``)."""
+    lines = [f"kimi binary: {report.kimi_bin or 'not found'}"]
+    if report.dialect:
+        lines.append(f"dialect: {report.dialect} {report.kimi_version}")
+    if report.node_version:
+        lines.append(f"node (Kimi Code): {report.node_version}")
+    lines.append(f"state directory: {report.state_dir}")
+    for problem in report.problems:
+        lines += [f"PROBLEM ({problem.type}): {problem.message}", f"  what to do: {problem.suggestion}"]
+    lines.append("ok" if report.success else f"{len(report.problems)} problem(s)")
+    return lines

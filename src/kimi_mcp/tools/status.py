@@ -1,0 +1,30 @@
+"""``kimi_status``: whether kimi-mcp can run Kimi as configured (configuration, binary, dialect, Node) and
+what it holds now (live sessions, standbys, running jobs). Runs no model turn."""
+
+from __future__ import annotations
+
+import anyio
+from fastmcp.dependencies import Depends
+from fastmcp.tools import tool
+from fastmcp.tools.base import ToolResult
+
+from ..status import StatusReport, status_report
+from ._budget import result_json
+from ._params import reads
+from ._pipeline import Backend, current_backend
+
+
+@tool(
+    description=(
+        "Check kimi-mcp without running Kimi (spends no quota): configuration problems (which setting, its "
+        "value, where it came from), the Kimi binary, dialect and version, the Node version for Kimi Code, "
+        "and the live conversations, standbys and running jobs of this server."
+    ),
+    annotations=reads("Kimi: status"),
+    output_schema=StatusReport.model_json_schema(),
+)
+async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult:  # noqa: B008
+    report = await anyio.to_thread.run_sync(status_report, backend.settings, backend.problem)
+    report.running_jobs = [job.job_id for job in backend.jobs.running_here()]
+    payload = report.model_dump(mode="json")
+    return ToolResult(content=result_json(payload), structured_content=payload)
