@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 import kimi_install  # noqa: E402
+from fake_anthropic import FakeAnthropic  # noqa: E402
 from fake_moonshot import FakeMoonshot  # noqa: E402
 from kimi_env import FAKE_KEY, KimiUnderTest, base_env, kimi_code_env_for  # noqa: E402
 
@@ -44,6 +45,15 @@ def kimi_code() -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def claude_code() -> Path:
+    """The `claude` binary (Claude Code, the MCP client the e2e suite drives)."""
+    try:
+        return kimi_install.install_claude_code()
+    except kimi_install.InstallFailed as exc:
+        pytest.fail(f"cannot install Claude Code {kimi_install.CLAUDE_CODE_VERSION}: {exc}")
+
+
+@pytest.fixture(scope="session")
 def stub_kimi() -> Path:
     try:
         return kimi_install.install_stub()
@@ -61,6 +71,19 @@ def _fake_server():
 def fake(_fake_server: FakeMoonshot) -> FakeMoonshot:
     _fake_server.reset()
     return _fake_server
+
+
+@pytest.fixture(scope="session")
+def _fake_anthropic_server():
+    with FakeAnthropic() as fake:
+        yield fake
+
+
+@pytest.fixture
+def fake_anthropic(_fake_anthropic_server: FakeAnthropic) -> FakeAnthropic:
+    """The suite's fake Anthropic Messages API (Claude Code's model), reset for each test."""
+    _fake_anthropic_server.reset()
+    return _fake_anthropic_server
 
 
 @pytest.fixture

