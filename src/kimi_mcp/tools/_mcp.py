@@ -3,7 +3,6 @@ its progress, and results as structured content + JSON text."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import warnings
@@ -142,7 +141,7 @@ def error_text(payload: dict) -> str:
     lines.append("Files already changed: " + ("; ".join(changed) if changed else "none"))
     details = {k: v for k, v in (error.get("details") or {}).items() if k != "screen"}
     if details:
-        lines.append("Details: " + json.dumps(details, ensure_ascii=False)[:500])
+        lines.append("Details: " + "; ".join(f"{k}={v}" for k, v in details.items())[:400])
     if screen := (error.get("details") or {}).get("screen"):
         lines.append("Kimi's screen (last lines):\n" + screen)
     handles = [f"{name}: {payload[name]}" for name in ("job_id", "session_id") if payload.get(name)]

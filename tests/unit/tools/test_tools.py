@@ -328,7 +328,7 @@ def test_an_error_result_text_alone_says_what_happened_and_what_to_do(workspace:
     assert "Error (timeout): Kimi did not finish the turn in time" in text
     assert "What to do: Raise KIMI_MCP_TIMEOUT." in text and "Retryable: yes" in text
     assert "Files already changed: created a.txt; modified b.py" in text
-    assert '"phase": "turn"' in text and "step 59" in text and "session_id: sess-7" in text
+    assert "Details: phase=turn" in text and "step 59" in text and "session_id: sess-7" in text
     assert (
         "job_id: job_" in text and "─" * 10 not in text
     )  # the answer's box art stays in the structured content
