@@ -45,6 +45,15 @@ def kimi_code() -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def inspector() -> tuple[Path, Path]:
+    """(the MCP Inspector CLI, the directory with the Node 22 it runs on)."""
+    try:
+        return kimi_install.install_inspector()
+    except kimi_install.InstallFailed as exc:
+        pytest.fail(f"cannot install the MCP Inspector {kimi_install.INSPECTOR_VERSION}: {exc}")
+
+
+@pytest.fixture(scope="session")
 def claude_code() -> Path:
     """The `claude` binary (Claude Code, the MCP client the e2e suite drives)."""
     try:

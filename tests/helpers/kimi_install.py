@@ -27,6 +27,7 @@ LEGACY_VERSION = "1.50.0"
 KIMI_CODE_VERSION = "2.1.0"
 KIMI_CODE_OLD_VERSION = "0.43.1"  # Kimi Code under its pre-2.0 numbering (the same product)
 CLAUDE_CODE_VERSION = "2.1.330"
+INSPECTOR_VERSION = "2.12.0"
 
 
 class InstallFailed(RuntimeError):
@@ -115,6 +116,13 @@ def install_claude_code(version: str = CLAUDE_CODE_VERSION) -> Path:
     with _locked(folder):
         binary, _node_bin = _npm_install_with_node22(folder, f"@anthropic-ai/claude-code@{version}", "claude")
     return binary
+
+
+def install_inspector(version: str = INSPECTOR_VERSION) -> tuple[Path, Path]:
+    """(the MCP Inspector CLI, the directory with Node 22 it runs on)."""
+    folder = CACHE / f"inspector-{version}"
+    with _locked(folder):
+        return _npm_install_with_node22(folder, f"@modelcontextprotocol/inspector@{version}", "mcp-inspector")
 
 
 def _npm_install_with_node22(folder: Path, spec: str, bin_name: str) -> tuple[Path, Path]:
