@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from .config import Settings, state_dir
-from .errors import KimiMCPError
+from .errors import AuthError, KimiMCPError
 from .models import ErrorInfo
+
+if TYPE_CHECKING:
+    from .drivers import Driver
 
 
 class StatusReport(BaseModel):
@@ -23,6 +27,7 @@ class StatusReport(BaseModel):
     dialect: str | None = None
     kimi_version: str | None = None
     node_version: str | None = Field(default=None, description="The Node that runs Kimi Code")
+    login: str = Field(default="", description="Kimi's model, or how kimi-mcp will log Kimi in")
     workspace_default: str | None = Field(default=None, description="KIMI_MCP_WORKSPACE, if set")
     state_dir: str = ""
     live_sessions: int = Field(default=0, description="Kimi conversations kept alive for kimi_continue")
@@ -34,7 +39,7 @@ def status_report(
     settings: Settings, problem: KimiMCPError | None = None, env: dict[str, str] | None = None
 ) -> StatusReport:
     """Check the configuration (``problem``: why it was refused) and the Kimi install."""
-    from .drivers import check_node, find_binary, probe
+    from .drivers import check_node, find_binary, make_driver, probe
 
     env = dict(os.environ if env is None else env)
     report = StatusReport(
@@ -47,6 +52,7 @@ def status_report(
         install = probe(report.kimi_bin, env, settings.dialect)
         report.dialect, report.kimi_version = install.dialect, install.version
         report.node_version = check_node(install, env)
+        report.login = _login(make_driver(install), settings, env, report)
     except KimiMCPError as exc:
         report.problems.append(ErrorInfo.from_exception(exc))
     runner = sys.modules.get("kimi_mcp.runner")  # not loaded: no call yet, so nothing is held
@@ -58,6 +64,23 @@ def status_report(
     return report
 
 
+def _login(driver: Driver, settings: Settings, env: dict[str, str], report: StatusReport) -> str:
+    model = driver.configured_model(env)
+    if model:
+        return f"logged in: {model}"
+    if env.get("MOONSHOT_API_KEY", "").strip():
+        return f"not logged in: the first call logs Kimi in to {settings.platform} with MOONSHOT_API_KEY"
+    report.problems.append(
+        ErrorInfo.from_exception(
+            AuthError(
+                "Kimi is not logged in (no model configured) and MOONSHOT_API_KEY is not set",
+                suggestion="Set MOONSHOT_API_KEY in the server's environment, or run `kimi` once and /login.",
+            )
+        )
+    )
+    return "not logged in"
+
+
 def check_lines(report: StatusReport) -> list[str]:
     """The report for a terminal (``kimi-mcp --check``)."""
     lines = [f"kimi binary: {report.kimi_bin or 'not found'}"]
@@ -65,6 +88,8 @@ def check_lines(report: StatusReport) -> list[str]:
         lines.append(f"dialect: {report.dialect} {report.kimi_version}")
     if report.node_version:
         lines.append(f"node (Kimi Code): {report.node_version}")
+    if report.login:
+        lines.append(f"login: {report.login}")
     lines.append(f"state directory: {report.state_dir}")
     for problem in report.problems:
         lines += [f"PROBLEM ({problem.type}): {problem.message}", f"  what to do: {problem.suggestion}"]

@@ -61,6 +61,7 @@ def test_check_from_a_terminal(legacy_env: dict, workspace: Path):
     good = subprocess.run([SERVER, "--check"], env=legacy_env, cwd=workspace, capture_output=True, text=True)
     assert good.returncode == 0, good.stdout + good.stderr
     assert "dialect: legacy 1.50.0" in good.stdout and good.stdout.strip().endswith("ok")
+    assert "login: logged in: kimi-k2-fake (from KIMI_MODEL_NAME)" in good.stdout
     env = dict(legacy_env, KIMI_MCP_MAX_CONCURRENT="zero", KIMI_MCP_KIMI_BIN="/nonexistent/kimi")
     bad = subprocess.run([SERVER, "--check"], env=env, cwd=workspace, capture_output=True, text=True)
     assert bad.returncode == 1

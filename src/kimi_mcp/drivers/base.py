@@ -7,6 +7,7 @@ import enum
 import json
 import os
 import re
+import tomllib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,6 +315,23 @@ class Driver(ABC):
 
         Raises AuthError (wrong key, unreachable platform, no models) without retrying.
         """
+
+    #: the environment variable that configures the model without a config file
+    model_variable: ClassVar[str] = "KIMI_MODEL_NAME"
+
+    def configured_model(self, env: dict[str, str]) -> str | None:
+        """The model this Kimi would use without logging in: from the environment, else ``default_model`` in
+        its config file; ``None`` when it is not logged in (read only, nothing is run)."""
+        if env.get(self.model_variable):
+            return f"{env[self.model_variable]} (from {self.model_variable})"
+        try:
+            config = tomllib.loads(
+                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            return None
+        model = config.get("default_model")
+        return f"{model} (from {self.sessions_root(env).parent / 'config.toml'})" if model else None
 
     # -- session log ---------------------------------------------------------------------------------
     #: where a session's log lies below ``sessions_root``; ``{sid}`` stands for the session id
