@@ -17,7 +17,11 @@ import tempfile
 import time
 from pathlib import Path
 
-SERVER = str(Path(sys.executable).parent / "kimi-mcp")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "helpers"))
+
+from mcp_helpers import INITIALIZE, SERVER  # noqa: E402
+
 BARE = """
 from fastmcp import FastMCP
 
@@ -31,16 +35,6 @@ def ping() -> str:
 
 mcp.run(transport="stdio", show_banner=False)
 """
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "b", "version": "0"},
-    },
-}
 
 
 def time_to_initialize(argv: list[str], env: dict[str, str], cwd: str) -> float:

@@ -21,14 +21,15 @@ Requests without tools (Claude Code's side calls: titles, summaries, quota probe
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from fake_http import FakeHTTPServer
 
 MODEL = "claude-fake-1"
 TOOL_SEARCH = "ToolSearch"
@@ -93,11 +94,12 @@ def _content_text(content: Any) -> str:
     return json.dumps(content)
 
 
-class FakeAnthropic:
+class FakeAnthropic(FakeHTTPServer):
     """Threaded fake Anthropic API on 127.0.0.1. Use as a context manager or call start()/stop()."""
 
+    name = "fake-anthropic"
+
     def __init__(self, port: int = 0, *, side_reply: str = "Fake title") -> None:
-        self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
         self.side_reply = side_reply
         self.requests: list[dict[str, Any]] = []
@@ -105,34 +107,13 @@ class FakeAnthropic:
         self._called: dict[str, str] = {}  # tool_use id -> tool name
         self._seen_results: set[str] = set()
         self._searched: Step | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(port)
 
-    # -- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
-
+    # -- lifecycle (the rest is FakeHTTPServer's) ---------------------------------------------------
     @property
     def base_url(self) -> str:
         """For ANTHROPIC_BASE_URL (Claude Code appends /v1/...)."""
         return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> FakeAnthropic:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- scripting -------------------------------------------------------------------------------------
     def script(self, steps: list[Step]) -> None:

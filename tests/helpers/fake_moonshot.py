@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import threading
 import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from fake_http import FakeHTTPServer
 
 DEFAULT_MODELS = [
     {
@@ -95,44 +96,24 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-class FakeMoonshot:
+class FakeMoonshot(FakeHTTPServer):
     """Threaded fake API server on 127.0.0.1. Use as a context manager or call start()/stop()."""
 
+    name = "fake-moonshot"
+
     def __init__(self, port: int = 0, *, default_reply: Reply | None = None) -> None:
-        self._lock = threading.Lock()
         self._queues: dict[str | None, deque[Reply]] = {None: deque()}
         self.default_reply = default_reply or Reply.text_reply("FAKE-OK: nothing scripted.")
         self.models: list[dict[str, Any]] = list(DEFAULT_MODELS)
         self.models_status = 200
         self.requests: list[dict[str, Any]] = []
         self.last_chunk_at: float | None = None  # perf_counter of the last SSE byte of the last reply
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        super().__init__(port)
 
-    # -- lifecycle -------------------------------------------------------------------------------------
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
-
+    # -- lifecycle (the rest is FakeHTTPServer's) ---------------------------------------------------
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> FakeMoonshot:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-moonshot", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> FakeMoonshot:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- scripting -------------------------------------------------------------------------------------
     def script(self, replies: list[Reply], *, marker: str | None = None) -> None:
