@@ -21,7 +21,6 @@ Requests without tools (Claude Code's side calls: titles, summaries, quota probe
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from fake_http import FakeHTTPServer
+from fake_http import FakeHTTPServer, handler_base
 
 MODEL = "claude-fake-1"
 TOOL_SEARCH = "ToolSearch"
@@ -196,34 +195,7 @@ class FakeAnthropic(FakeHTTPServer):
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def _record(self, body: Any) -> None:
-                with fake._lock:
-                    fake.requests.append(
-                        {
-                            "method": self.command,
-                            "path": self.path,
-                            "headers": {k.lower(): v for k, v in self.headers.items()},
-                            "body": body,
-                            "at": time.time(),
-                        }
-                    )
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
-                self.close_connection = True
-
+        class Handler(handler_base(fake)):  # type: ignore[misc]
             def do_GET(self) -> None:
                 self._record(None)
                 path = self.path.split("?")[0].rstrip("/")

@@ -3,9 +3,11 @@ as a context manager or with start()/stop(); subclasses supply the request handl
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import Any, Self
 
 
 class FakeHTTPServer:
@@ -38,3 +40,38 @@ class FakeHTTPServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def handler_base(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
+    """A request handler that records every request in ``fake.requests`` and answers JSON."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet
+            pass
+
+        def _record(self, body: Any) -> None:
+            with fake._lock:
+                fake.requests.append(  # type: ignore[attr-defined]
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body,
+                        "at": time.time(),
+                        "perf": time.perf_counter(),  # the clock of last_chunk_at
+                    }
+                )
+
+        def _json(self, status: int, payload: Any) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data)
+            self.close_connection = True
+
+    return Handler
