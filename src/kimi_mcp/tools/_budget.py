@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from ..models import TaskResult, TruncatedItem
+from .resources import field_uri, file_uri
 
 _FIELDS_FIRST = ("raw_response_preview", "original_content", "refactored_content")
 _SHARED_FIELDS = ("diff", "output")  # share the budget with the file contents
@@ -43,7 +44,10 @@ def _size(result: TaskResult) -> int:
 
 
 def fit_to_budget(result: TaskResult, limit: int) -> TaskResult:
-    """Shrink ``result`` in place until its compact JSON has at most ``limit`` characters."""
+    """Shrink ``result`` in place until its compact JSON has at most ``limit`` characters. Every cut text
+    that a job resource holds whole gets its ``uri`` first (it counts in the budget too)."""
+    for item in result.truncated:
+        item.uri = item.uri or _uri(result, item.path)
     if limit <= 0 or _size(result) <= limit:
         return result
     for name in _FIELDS_FIRST:
@@ -106,10 +110,22 @@ def _record(result: TaskResult, path: str, size: int, kept: int) -> None:
     for item in result.truncated:
         if item.path == path:
             item.reason, item.returned_chars = "result_budget", min(item.returned_chars, kept)
+            item.uri = _uri(result, path)
             return
     result.truncated.append(
-        TruncatedItem(path=path, reason="result_budget", size_bytes=size, returned_chars=kept)
+        TruncatedItem(
+            path=path, reason="result_budget", size_bytes=size, returned_chars=kept, uri=_uri(result, path)
+        )
     )
+
+
+def _uri(result: TaskResult, path: str) -> str | None:
+    """The resource holding a cut text whole (set here, so the budget counts it)."""
+    if not result.job_id:
+        return None
+    if path in ("output", "diff"):
+        return field_uri(result.job_id, path)
+    return file_uri(result.job_id, path) if path in {*result.files_created, *result.files_modified} else None
 
 
 def _trim_lists(result: TaskResult, limit: int) -> None:

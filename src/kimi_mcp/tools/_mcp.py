@@ -24,7 +24,6 @@ from ..secrets import Redactor
 from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
 from ._budget import fit_to_budget, result_json
-from .resources import field_uri, file_uri
 
 log = get_logger("tools")
 
@@ -104,18 +103,10 @@ def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | 
 
 
 def _link_cuts(result: TaskResult) -> list[mcp_types.ResourceLink]:
-    """Give every cut file, answer or diff of a job the resource that holds it whole (``uri``), and return
-    them as ``resource_link`` items."""
-    if not result.job_id:
-        return []
-    changed = {*result.files_created, *result.files_modified}
+    """Every cut that a resource holds whole (its ``uri``, set by the budget), as ``resource_link`` items."""
     links = []
     for item in result.truncated:
-        if item.path in changed:
-            item.uri = file_uri(result.job_id, item.path)
-        elif item.path in ("output", "diff"):
-            item.uri = field_uri(result.job_id, item.path)
-        else:
+        if item.uri is None:
             continue
         whole = (
             f"{item.path} whole: {item.size_bytes} bytes; the result holds {item.returned_chars} characters"

@@ -65,3 +65,19 @@ def test_a_result_within_the_budget_is_untouched() -> None:
     before = result.model_dump()
     assert fit_to_budget(result, 1_000_000).model_dump() == before
     assert fit_to_budget(result, 0).model_dump() == before  # 0 = no cap
+
+
+def test_the_resource_uris_of_a_jobs_cuts_count_in_the_budget() -> None:
+    result = big_result()
+    result.job_id = "job_" + "a" * 16
+    result.truncated.append(
+        TruncatedItem(path="small.txt", reason="file_too_large", size_bytes=9, returned_chars=5)
+    )
+    for limit in (40_000, 12_000, 3_000):
+        fitted = fit_to_budget(result.model_copy(deep=True), limit)
+        assert size(fitted) <= limit
+        uris = {item.path: item.uri for item in fitted.truncated}
+        assert (
+            uris["small.txt"] == "kimi-mcp://jobs/job_aaaaaaaaaaaaaaaa/files/small.txt"
+        )  # the tracker's cut too
+        assert uris["one.py"].endswith("/files/one.py") and uris["output"].endswith("/output")
