@@ -38,11 +38,20 @@ def test_a_call_with_the_servers_variables_passed_by_e(
 ):
     passed = [
         f"-e{key}={legacy_env[key]}"
-        for key in ("KIMI_MCP_KIMI_BIN", "HOME", "XDG_STATE_HOME")
+        for key in (
+            "KIMI_MCP_KIMI_BIN",
+            "HOME",
+            "XDG_STATE_HOME",
+            "KIMI_MODEL_NAME",
+            "KIMI_API_KEY",
+            "KIMI_BASE_URL",
+        )
         if key in legacy_env
     ]
     args = [*passed, SERVER, "--method", "tools/call", "--tool-name", "kimi_status", "--format", "json", "-q"]
     done = inspect(inspector, home, workspace, *args)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)["result"]["structuredContent"]
-    assert report["success"] is True and report["dialect"] == "legacy" and report["kimi_version"] == "1.50.0"
+    assert report["success"] is True, report["problems"]
+    assert report["dialect"] == "legacy" and report["kimi_version"] == "1.50.0"
+    assert report["login"] == "logged in: kimi-k2-fake (from KIMI_MODEL_NAME)"  # only what -e passed
