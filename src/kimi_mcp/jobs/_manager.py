@@ -26,6 +26,7 @@ from ._store import (
     INTERRUPTED_SUGGESTION,
     JobRecord,
     JobStore,
+    owner_alive,
     owner_id,
 )
 
@@ -38,9 +39,7 @@ class Job:
     """A job that runs in this server."""
 
     def __init__(self, record: JobRecord, cls: type[TaskResult]) -> None:
-        self.job_id, self.tool, self.cls = record.job_id, record.tool, cls
-        self.workspace, self.read_only = record.workspace, record.read_only
-        self.started_at = record.started_at
+        self.job_id, self.cls, self.workspace = record.job_id, cls, record.workspace
         self.started = time.monotonic()
         self.cancel = threading.Event()  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
         self.done = threading.Event()
@@ -204,6 +203,11 @@ class JobManager:
                 self._jobs.pop(job.job_id, None)
 
     # -- looking up ------------------------------------------------------------------------------------
+    def orphaned(self, record: JobRecord) -> bool:
+        """Whether ``record`` is unfinished although the server that runs it is gone (another server died
+        since this one opened the store): ``store.interrupt_orphans()`` records it as interrupted."""
+        return record.status not in FINISHED and record.owner != self.owner and not owner_alive(record.owner)
+
     def local(self, job_id: str) -> Job | None:
         """The job if this server runs it now."""
         with self._lock:

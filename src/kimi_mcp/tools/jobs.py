@@ -117,12 +117,9 @@ async def kimi_jobs(
 
     def listing() -> list[JobRecord]:
         backend.check()
-        store, owner = jobs.store, jobs.owner  # opening the store may fail: a structured error
+        store = jobs.store  # opening the store may fail: a structured error
         records = store.list(limit=limit, status=status, workspace=workspace)
-        orphaned = [
-            r for r in records if r.status not in FINISHED and r.owner != owner and not owner_alive(r.owner)
-        ]
-        if orphaned:  # their server died since this one opened the store
+        if any(jobs.orphaned(record) for record in records):
             store.interrupt_orphans()
             records = store.list(limit=limit, status=status, workspace=workspace)
         return records
@@ -183,7 +180,7 @@ async def _record(backend: Backend, job_id: str) -> JobRecord:
         raise BadInput(
             f"unknown job_id {job_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)", suggestion=_UNKNOWN_HINT
         )
-    if record.status not in FINISHED and record.owner != backend.jobs.owner and not owner_alive(record.owner):
+    if backend.jobs.orphaned(record):
         await anyio.to_thread.run_sync(store.interrupt_orphans)
         record = await anyio.to_thread.run_sync(store.get, record.job_id) or record
     return record
