@@ -215,13 +215,7 @@ class FakeAnthropic(FakeHTTPServer):
                 self.end_headers()
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
-                self._record(body)
+                body = self._read_json()
                 path = self.path.split("?")[0].rstrip("/")
                 if path == "/v1/messages/count_tokens":
                     self._json(200, {"input_tokens": 1000})

@@ -64,6 +64,17 @@ def handler_base(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
                     }
                 )
 
+        def _read_json(self) -> Any:
+            """The request's JSON body (``{"_raw": text}`` when it is not JSON), recorded."""
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_raw": raw.decode("utf-8", "replace")}
+            self._record(body)
+            return body
+
         def _json(self, status: int, payload: Any) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)

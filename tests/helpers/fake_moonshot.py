@@ -168,13 +168,7 @@ class FakeMoonshot(FakeHTTPServer):
                     self._json(404, {"error": {"message": "not found"}})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"_raw": raw.decode("utf-8", "replace")}
-                self._record(body)
+                body = self._read_json()
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found"}})
                     return
