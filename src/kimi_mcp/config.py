@@ -139,7 +139,13 @@ class Settings(BaseModel):
     log_file: str | None = Field(default=None, description="Also log to this file")
     transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")
     platform: Literal["moonshot.ai", "moonshot.cn"] = Field(default="moonshot.ai")
-    model: str | None = Field(default=None, description="Model to pick during automated setup")
+    model: str | None = Field(
+        default=None,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+        description="The model for calls that name none (Kimi's -m: one of its model aliases or model names), "
+        "and the one the automated login picks; unset: Kimi's default model",
+    )
     thinking: bool = Field(default=False, description="Answer the setup's thinking question with 'on'")
     tools: list[str] | None = Field(default=None, description="Allow-list of tool names to register")
 

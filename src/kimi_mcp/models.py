@@ -109,6 +109,10 @@ class TaskResult(BaseModel):
     workspace: str = ""
     dialect: str = ""
     kimi_version: str = ""
+    model: str | None = Field(
+        default=None,
+        description="The model alias Kimi ran with (the call's or KIMI_MCP_MODEL); null: Kimi's default",
+    )
     session_id: str | None = Field(
         default=None, description="Kimi's conversation: kimi_continue(session_id, message) sends a follow-up"
     )

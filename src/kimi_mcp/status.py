@@ -28,6 +28,12 @@ class StatusReport(BaseModel):
     kimi_version: str | None = None
     node_version: str | None = Field(default=None, description="The Node that runs Kimi Code")
     login: str = Field(default="", description="Kimi's model, or how kimi-mcp will log Kimi in")
+    models: list[str] = Field(
+        default_factory=list, description="The models a call's `model` may name (Kimi's aliases)"
+    )
+    default_model: str | None = Field(
+        default=None, description="KIMI_MCP_MODEL: the model of calls naming none"
+    )
     workspace_default: str | None = Field(default=None, description="KIMI_MCP_WORKSPACE, if set")
     state_dir: str = ""
     live_sessions: int = Field(default=0, description="Kimi conversations kept alive for kimi_continue")
@@ -52,7 +58,12 @@ def status_report(
         install = probe(report.kimi_bin, env, settings.dialect)
         report.dialect, report.kimi_version = install.dialect, install.version
         report.node_version = check_node(install, env)
-        report.login = _login(make_driver(install), settings, env, report)
+        driver = make_driver(install)
+        report.login = _login(driver, settings, env, report)
+        report.models = sorted(driver.models(env))
+        report.default_model = settings.model
+        if settings.model:
+            driver.model_flag(settings.model, env, "KIMI_MCP_MODEL")  # an unknown default is a problem now
     except KimiMCPError as exc:
         report.problems.append(ErrorInfo.from_exception(exc))
     runner = sys.modules.get("kimi_mcp.runner")  # not loaded: no call yet, so nothing is held
@@ -90,6 +101,10 @@ def check_lines(report: StatusReport) -> list[str]:
         lines.append(f"node (Kimi Code): {report.node_version}")
     if report.login:
         lines.append(f"login: {report.login}")
+    if report.models:
+        lines.append(
+            f"models: {', '.join(report.models)} (calls use {report.default_model or 'the default'})"
+        )
     lines.append(f"state directory: {report.state_dir}")
     for problem in report.problems:
         lines += [f"PROBLEM ({problem.type}): {problem.message}", f"  what to do: {problem.suggestion}"]

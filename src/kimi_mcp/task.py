@@ -20,6 +20,8 @@ class TaskRequest:
     redactor: Redactor | None = None
     #: a follow-up in this Kimi conversation (typed into its live Kimi, or resumed from Kimi's store)
     session_id: str | None = None
+    #: the model for this call (one of Kimi's aliases or model names; None: KIMI_MCP_MODEL, else Kimi's own)
+    model: str | None = None
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from .._logging import get_logger
-from ..errors import AuthError, KimiMCPError
+from ..errors import AuthError, BadInput, KimiMCPError
 from ..message import MessageRules
 
 log = get_logger("drivers")
@@ -221,15 +221,16 @@ class Driver(ABC):
 
     # -- process -------------------------------------------------------------------------------------
     @abstractmethod
-    def argv(self, read_only: bool = False) -> list[str]:
-        """The command line; read-only sessions start in a mode where Kimi itself refuses edits."""
+    def argv(self, read_only: bool = False, model: str | None = None) -> list[str]:
+        """The command line; read-only sessions start in a mode where Kimi itself refuses edits; ``model``:
+        one of Kimi's model aliases (:meth:`models`), passed with the flag both dialects take (``-m``)."""
 
-    def resume_argv(self, session_id: str, read_only: bool = False) -> list[str]:
+    def resume_argv(self, session_id: str, read_only: bool = False, model: str | None = None) -> list[str]:
         """The command line that continues the conversation ``session_id`` (Kimi replays it on screen and
         appends to its session log). Both dialects take ``-S <id>``; without an id ``-S`` opens a picker,
         and legacy kimi-cli silently starts an empty session for an unknown id, so the caller checks that
         the session's log exists first."""
-        return [*self.argv(read_only), "-S", session_id]
+        return [*self.argv(read_only, model), "-S", session_id]
 
     @abstractmethod
     def environment(self, base: dict[str, str]) -> dict[str, str]:
@@ -332,6 +333,55 @@ class Driver(ABC):
             return None
         model = config.get("default_model")
         return f"{model} (from {self.sessions_root(env).parent / 'config.toml'})" if model else None
+
+    def models(self, env: dict[str, str]) -> dict[str, str]:
+        """The models this Kimi offers: alias (what ``-m`` takes: a key of ``[models]`` in its config file)
+        → the provider's model name. A model set in the environment (:attr:`model_variable`) is the only
+        one: both dialects then use it whatever ``-m`` says, so it is listed under its own name."""
+        if env.get(self.model_variable):
+            return {env[self.model_variable]: env[self.model_variable]}
+        try:
+            config = tomllib.loads(
+                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            return {}
+        table = config.get("models")
+        if not isinstance(table, dict):
+            return {}
+        return {
+            str(alias): str(entry.get("model") or alias) if isinstance(entry, dict) else str(alias)
+            for alias, entry in table.items()
+        }
+
+    def model_flag(self, requested: str, env: dict[str, str], source: str = "model") -> str | None:
+        """The alias to pass with ``-m`` for the model ``requested`` (an alias, or a provider's model name
+        that one alias has; ``source`` names where it came from in the error), or ``None`` when no flag is
+        needed (the environment's model, or Kimi has no model yet: the automated login picks it).
+        Raises ``BadInput`` listing what Kimi offers."""
+        offered = self.models(env)
+        if not offered:
+            return None
+        if env.get(self.model_variable) and requested == env[self.model_variable]:
+            return None
+        matches = [requested] if requested in offered else [
+            alias for alias, name in offered.items() if requested in (name, alias.rsplit("/", 1)[-1])
+        ]  # fmt: skip
+        if len(matches) == 1 and not env.get(self.model_variable):
+            return matches[0]
+        where = (
+            f"{self.model_variable} in the server's environment"
+            if env.get(self.model_variable)
+            else str(self.sessions_root(env).parent / "config.toml")
+        )
+        listed = ", ".join(f"{a} ({n})" if n != a else a for a, n in sorted(offered.items()))
+        raise BadInput(
+            f"{source} {requested!r} is {'ambiguous' if matches else 'not one of the models'} this Kimi "
+            f"offers: {listed}",
+            details={"model": requested, "available": sorted(offered), "configured_in": where},
+            suggestion="Pass one of the available models (or leave model unset for Kimi's default); "
+            "add a model to Kimi with its own /login or /provider.",
+        )
 
     # -- session log ---------------------------------------------------------------------------------
     #: where a session's log lies below ``sessions_root``; ``{sid}`` stands for the session id

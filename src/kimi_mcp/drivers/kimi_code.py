@@ -76,9 +76,11 @@ class KimiCodeDriver(Driver):
     logs_approvals = True
     panel_top = re.compile(r"▶ (?!\d\.).*\?\s*$")  # "▶ Write this file?", not "▶ 1. Approve once"
 
-    def argv(self, read_only: bool = False) -> list[str]:
+    def argv(self, read_only: bool = False, model: str | None = None) -> list[str]:
         # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)
-        return [self.install.binary, "--plan"] if read_only else [self.install.binary]
+        return [
+            self.install.binary, *(["--plan"] if read_only else []), *(["-m", model] if model else [])
+        ]  # fmt: skip
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)

@@ -65,9 +65,11 @@ class LegacyDriver(Driver):
     shell_tools = frozenset(_SHELL_TOOLS)
     read_tools = frozenset(_READ_TOOLS)
 
-    def argv(self, read_only: bool = False) -> list[str]:
+    def argv(self, read_only: bool = False, model: str | None = None) -> list[str]:
         # --plan: Kimi refuses file edits outside its own plan file (kept in Kimi's home, not the workspace)
-        return [self.install.binary, "--plan"] if read_only else [self.install.binary]
+        return [
+            self.install.binary, *(["--plan"] if read_only else []), *(["-m", model] if model else [])
+        ]  # fmt: skip
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
         env = dict(base)

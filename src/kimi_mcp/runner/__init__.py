@@ -24,7 +24,7 @@ from ..session import KimiSession
 from ..task import RunWatch, TaskRequest
 from ..workspace import resolve_workspace
 from ._evidence import build_evidence, private_dirs
-from ._factory import new_session, standby_key
+from ._factory import model_alias, new_session, standby_key
 from ._pool import SessionPool, StandbyKey
 from ._run import TaskRun
 from ._slots import Slots
@@ -75,8 +75,9 @@ class Runner:
             deadline = time.monotonic() + settings.startup_timeout
             workspace = Path(key.workspace)
             return new_session(
-                install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel
-            )
+                install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel,
+                model=key.model,
+            )  # fmt: skip
 
         self.pool.prewarm(key, factory, settings.standby_idle)
 
@@ -89,10 +90,12 @@ class Runner:
             )
             binary = find_binary(settings.kimi_bin, env)
             install = probe(binary, env, settings.dialect)
+            model = model_alias(install, None, settings, env)
         except (KimiMCPError, OSError) as exc:
             log.info("no standby at startup: %s", exc)
             return
-        self.prewarm(standby_key(binary, install, workspace, False, settings), install, settings, env)
+        key = standby_key(binary, install, workspace, False, settings, model)
+        self.prewarm(key, install, settings, env)
 
     def shutdown(self) -> None:
         """Stop every standby and finish every background exit (server shutdown)."""

@@ -27,12 +27,13 @@ def tracker_options(settings: Settings) -> tracker.TrackerOptions:
     )
 
 
-def login_options(settings: Settings, env: dict[str, str]) -> LoginOptions | None:
+def login_options(settings: Settings, env: dict[str, str], model: str | None = None) -> LoginOptions | None:
+    """The automated login's options (``model``: the call's, else ``KIMI_MCP_MODEL``)."""
     key = env.get("MOONSHOT_API_KEY", "").strip()
     if not key:
         return None
     return LoginOptions(
-        api_key=key, platform=settings.platform, model=settings.model, thinking=settings.thinking
+        api_key=key, platform=settings.platform, model=model or settings.model, thinking=settings.thinking
     )
 
 
@@ -48,8 +49,11 @@ def new_session(
     on_progress: Callable[[str], None] | None = None,
     redact: Redactor | None = None,
     resume: str | None = None,
+    model: str | None = None,
+    login_model: str | None = None,
 ) -> KimiSession:
-    """An unstarted session for one workspace and mode (``resume``: continue that Kimi conversation)."""
+    """An unstarted session for one workspace and mode (``resume``: continue that Kimi conversation;
+    ``model``: the alias Kimi starts with; ``login_model``: the model an automated login picks)."""
     return KimiSession(
         make_driver(install),
         workspace,
@@ -61,16 +65,34 @@ def new_session(
         on_progress=on_progress,
         redact=redact or Redactor(configured_secrets(env)),
         transcript_dir=settings.transcript_dir,
-        login=login_options(settings, env),
+        login=login_options(settings, env, login_model),
         resume=resume,
+        model=model,
     )
 
 
 def standby_key(
-    binary: str, install: KimiInstall, workspace: Path, read_only: bool, settings: Settings
+    binary: str,
+    install: KimiInstall,
+    workspace: Path,
+    read_only: bool,
+    settings: Settings,
+    model: str | None = None,
 ) -> StandbyKey:
     lists = make_driver(install).lists_workspace_at_startup
-    return StandbyKey(binary, install.version, str(workspace), read_only, settings.allow_shell, lists)
+    return StandbyKey(binary, install.version, str(workspace), read_only, settings.allow_shell, lists, model)
+
+
+def model_alias(
+    install: KimiInstall, requested: str | None, settings: Settings, env: dict[str, str]
+) -> str | None:
+    """The alias Kimi starts with (``-m``) for the call's model, else ``KIMI_MCP_MODEL``; ``None``: Kimi's
+    default. An unknown model is the caller's error (``BadInput`` listing what Kimi offers)."""
+    wanted = requested or settings.model
+    if not wanted:
+        return None
+    source = "model" if requested else "KIMI_MCP_MODEL"
+    return make_driver(install).model_flag(wanted, env, source)
 
 
 def message(

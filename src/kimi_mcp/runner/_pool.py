@@ -49,6 +49,7 @@ class StandbyKey:
     read_only: bool
     allow_shell: bool
     lists_workspace: bool  # the dialect reads the workspace listing at startup (part of the signature)
+    model: str | None = None  # the model alias Kimi was started with (None: its default)
 
 
 def workspace_signature(root: Path, listing: bool = True) -> tuple:
@@ -242,11 +243,19 @@ class SessionPool:
             self._retire_standby(old, graceful=True)
         return True
 
-    def take_live(self, session_id: str) -> KimiSession | None:
-        """The live session ``session_id``, ready for the next turn, or ``None`` (gone: resume it)."""
+    def take_live(self, session_id: str, model: str | None = None) -> KimiSession | None:
+        """The live session ``session_id``, ready for the next turn, or ``None`` (gone: resume it). A live
+        session started with another ``model`` is closed first (Kimi saves the conversation on its exit),
+        so the follow-up resumes the conversation with the model asked for."""
         with self._lock:
             live = self._live.pop(session_id, None)
         if live is None:
+            return None
+        if live.key.model != model:
+            log.info("the live Kimi session runs another model; resuming it with %s", model or "the default")
+            closing = live.halt(self.halt_wait)
+            if closing is not None:
+                closing.close()  # now, not in the background: the resumed Kimi must not overlap it
             return None
         session = live.halt(self.halt_wait)
         if session is None or not session.ready_again(limit=1.0):

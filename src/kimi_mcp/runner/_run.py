@@ -110,7 +110,11 @@ class TaskRun:
         check_node(install, self.env)
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
         request = self.request
-        self.key = _factory.standby_key(binary, install, request.workspace, request.read_only, self.settings)
+        model = _factory.model_alias(install, request.model, self.settings, self.env)
+        self.result.model = model
+        self.key = _factory.standby_key(
+            binary, install, request.workspace, request.read_only, self.settings, model
+        )
         return _factory.message(request.prompt, request.workspace, install, self.env, self.settings)
 
     def _acquire_slots(self, stack: ExitStack) -> None:
@@ -133,7 +137,7 @@ class TaskRun:
         pool, request, key = self.runner.pool, self.request, self.key
         assert self.install is not None and key is not None
         if request.session_id is not None:  # a follow-up: its live Kimi, else Kimi resumes the conversation
-            session = pool.take_live(request.session_id)
+            session = pool.take_live(request.session_id, key.model)
         elif self.settings.standby != "off":
             session = pool.take(key, self.cancel, self.deadline)
         else:
@@ -147,7 +151,7 @@ class TaskRun:
             session = _factory.new_session(
                 self.install, request.workspace, request.read_only, self.settings, self.env,
                 deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor,
-                resume=request.session_id,
+                resume=request.session_id, model=key.model, login_model=request.model,
             )  # fmt: skip
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too

@@ -79,8 +79,10 @@ class KimiSession:
         transcript_dir: str | None = None,
         login: LoginOptions | None = None,
         resume: str | None = None,
+        model: str | None = None,
     ) -> None:
         self.driver = driver
+        self.model = model  # the model alias Kimi is started with (-m); None: Kimi's default
         self.resume = resume  # an earlier conversation Kimi continues (from its own session store)
         self.workspace = workspace
         self.env = driver.environment(env)
@@ -125,10 +127,10 @@ class KimiSession:
         self.state = State.STARTING
         read_only = self.policy.read_only
         if self.resume is None:
-            argv = self.driver.argv(read_only=read_only)
+            argv = self.driver.argv(read_only=read_only, model=self.model)
             self.wire.exclude_existing()
         elif self.wire.resume(self.resume):  # its log is tailed from its current end: only new turns count
-            argv = self.driver.resume_argv(self.resume, read_only=read_only)
+            argv = self.driver.resume_argv(self.resume, read_only=read_only, model=self.model)
         else:
             self.state = State.CLOSED
             raise SessionError(

@@ -22,6 +22,17 @@ WaitS = Annotated[
         "kimi_job(job_id) waits for it",
     ),
 ]
+MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
+"""A model name: it reaches Kimi's command line, or its login menu as keystrokes, so no control bytes."""
+Model = Annotated[
+    str | None,
+    Field(
+        max_length=128,
+        pattern=MODEL_PATTERN,
+        description="The model Kimi uses for this call: one of Kimi's model aliases or model names (kimi_status "
+        "lists them; default: KIMI_MCP_MODEL, else Kimi's default model)",
+    ),
+]
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
 Reply = ToolResult | mcp_types.InputRequiredResult

@@ -117,13 +117,16 @@ class Call:
         read_only: bool,
         finish: Finish | None = None,
         session_id: str | None = None,
+        model: str | None = None,
     ) -> Job:
-        """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation), then ``finish``."""
+        """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation; ``model``: the
+        call's model), then ``finish``."""
         assert self.workspace is not None
         request = TaskRequest(
             prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor,
-            session_id=session_id,
+            session_id=session_id, model=model,
         )  # fmt: skip
+        arguments = {**arguments, "model": model} if model else arguments
         settings, run = self.settings, self.backend.run
 
         def work(job: Job) -> TaskResult:
@@ -174,13 +177,15 @@ async def run_tool(
     arguments: dict[str, Any],
     read_only: bool,
     wait_s: float | None = None,
+    model: str | None = None,
     check: Callable[[], None] | None = None,
     finish: Finish | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
     reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error);
     ``finish(call, base)`` turns the run's TaskResult into the tool's own result (in the job's thread);
-    ``tool`` and ``arguments`` are what the job store records."""
+    ``tool`` and ``arguments`` are what the job store records; ``model``: the call's model (None: the
+    default)."""
     call = Call(ctx, backend, cls)
     try:
         backend.check()
@@ -189,7 +194,7 @@ async def run_tool(
         if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
             return ws
         text = prompt(call, ws)
-        job = call.submit(tool, arguments, text, read_only=read_only, finish=finish)
+        job = call.submit(tool, arguments, text, read_only=read_only, finish=finish, model=model)
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.wait(job, wait_s)

@@ -35,7 +35,7 @@ from ..models import (
 )
 from ..workspace import resolve_workspace
 from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
-from ._params import Files, Reply, WaitS, reads, writes
+from ._params import MODEL_PATTERN, Files, Reply, WaitS, reads, writes
 from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
 
 #: the result type of each tool's jobs (every other tool returns a plain TaskResult)
@@ -151,6 +151,14 @@ async def kimi_continue(
     message: Annotated[str, Field(description="The follow-up for Kimi", max_length=100_000)],
     wait_s: WaitS = None,
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
+    model: Annotated[
+        str | None,
+        Field(
+            max_length=128,
+            pattern=MODEL_PATTERN,
+            description="The model for this turn (default: the conversation's model so far)",
+        ),
+    ] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
@@ -163,9 +171,11 @@ async def kimi_continue(
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
         arguments = {"session_id": session_id, "message": message, "context_files": context_files}
+        model = model or (record.result or {}).get("model")  # the conversation keeps its model
         job = call.submit(
-            "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id
-        )
+            "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id,
+            model=model,
+        )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.wait(job, wait_s)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .. import answers, prompts
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
-from ._params import Files, Reply, WaitS, WorkDir, reads
+from ._params import Files, Model, Reply, WaitS, WorkDir, reads
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
@@ -48,6 +48,7 @@ async def kimi_analyze_code(
     role: Annotated[Role, Field(description="Reviewer perspective")] = "general",
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -65,7 +66,7 @@ async def kimi_analyze_code(
     arguments = {"file_paths": file_paths, "analysis_focus": analysis_focus, "role": role}
     return await run_tool(
         ctx, backend, AnalysisResult, work_dir, prompt, tool="kimi_analyze_code", arguments=arguments,
-        read_only=True, wait_s=wait_s, finish=finish,
+        read_only=True, wait_s=wait_s, model=model, finish=finish,
     )  # fmt: skip
 
 
@@ -86,6 +87,7 @@ async def kimi_verify(
     prompt: Annotated[str | None, Field(description="Extra instructions for the check")] = None,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     items = [requirements] if isinstance(requirements, str) else list(requirements)
@@ -110,7 +112,7 @@ async def kimi_verify(
     arguments = {"requirements": items, "file_paths": file_paths, "prompt": prompt}
     return await run_tool(
         ctx, backend, VerifyResult, work_dir, text, tool="kimi_verify", arguments=arguments, read_only=True,
-        wait_s=wait_s, check=check, finish=finish,
+        wait_s=wait_s, model=model, check=check, finish=finish,
     )  # fmt: skip
 
 
@@ -148,6 +150,7 @@ async def kimi_consult(
     ] = None,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     given = {
@@ -185,5 +188,5 @@ async def kimi_consult(
     arguments = {"role": role, "message": message, "file_paths": file_paths, **context}
     return await run_tool(
         ctx, backend, ConsultResult, work_dir, prompt, tool="kimi_consult", arguments=arguments,
-        read_only=True, wait_s=wait_s, check=check, finish=finish,
+        read_only=True, wait_s=wait_s, model=model, check=check, finish=finish,
     )  # fmt: skip

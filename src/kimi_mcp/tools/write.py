@@ -14,7 +14,7 @@ from pydantic import Field
 from .. import answers, prompts
 from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._params import Files, Reply, WaitS, WorkDir, writes
+from ._params import Files, Model, Reply, WaitS, WorkDir, writes
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 
@@ -37,6 +37,7 @@ async def kimi_code_task(
     constraints: Annotated[str | None, Field(description="Rules Kimi must follow (style, scope, …)")] = None,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -51,7 +52,7 @@ async def kimi_code_task(
     }
     return await run_tool(
         ctx, backend, TaskResult, work_dir, prompt, tool="kimi_code_task", arguments=arguments,
-        read_only=False, wait_s=wait_s, check=check,
+        read_only=False, wait_s=wait_s, model=model, check=check,
     )  # fmt: skip
 
 
@@ -69,6 +70,7 @@ async def kimi_prompt(
     include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def text(_call: Call, ws: Path) -> str:
@@ -77,7 +79,7 @@ async def kimi_prompt(
     arguments = {"prompt": prompt, "include_workspace_context": include_workspace_context}
     return await run_tool(
         ctx, backend, TaskResult, work_dir, text, tool="kimi_prompt", arguments=arguments, read_only=False,
-        wait_s=wait_s, check=not_blank(prompt=prompt),
+        wait_s=wait_s, model=model, check=not_blank(prompt=prompt),
     )  # fmt: skip
 
 
@@ -97,6 +99,7 @@ async def kimi_refactor(
     safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     target: dict[str, str] = {}
@@ -130,7 +133,7 @@ async def kimi_refactor(
     }  # fmt: skip
     return await run_tool(
         ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
-        read_only=False, wait_s=wait_s, check=check, finish=refactored,
+        read_only=False, wait_s=wait_s, model=model, check=check, finish=refactored,
     )  # fmt: skip
 
 
@@ -149,6 +152,7 @@ async def kimi_debug(
     context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
+    model: Model = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     originals: dict[str, str] = {}
@@ -184,7 +188,7 @@ async def kimi_debug(
     arguments = {"error_message": error_message, "relevant_files": relevant_files, "context": context}
     return await run_tool(
         ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
-        read_only=False, wait_s=wait_s, check=check, finish=debugged,
+        read_only=False, wait_s=wait_s, model=model, check=check, finish=debugged,
     )  # fmt: skip
 
 

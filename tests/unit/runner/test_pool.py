@@ -292,3 +292,16 @@ def test_shutdown_closes_live_sessions(tmp_path: Path):
     pool.shutdown()
     assert session.events == ["closed"] and pool.live_count() == 0
     assert not pool.keep(LiveSession("s-2"), key_for(tmp_path), idle=60, limit=4)  # closed for good
+
+
+def test_a_live_session_of_another_model_is_closed_and_resumed(pool: SessionPool, tmp_path: Path):
+    """A follow-up naming another model must not run in the live Kimi: it exits now (Kimi saves the
+    conversation) and the caller resumes it with the new model."""
+    same, other = LiveSession("s-1"), LiveSession("s-2")
+    key = StandbyKey("/bin/kimi", "1.50.0", str(tmp_path), False, True, True, "two")
+    pool.keep(same, key, idle=60, limit=4)
+    pool.keep(other, key, idle=60, limit=4)
+    assert pool.take_live("s-1", "two") is same and same.events == []
+    assert pool.take_live("s-2", "one") is None
+    assert other.events == ["closed"]  # synchronously, before the resumed Kimi starts
+    assert pool.live_count() == 0

@@ -344,3 +344,36 @@ def test_what_the_budget_cut_stays_reachable_as_resources(workspace: Path) -> No
     assert texts[cuts["output"]["uri"]] == "answer " * 3_000
     assert texts[cuts["huge.log"]["uri"]] == big * 3  # cut by the tracker: read from the workspace
     assert cuts["huge.log"]["size_bytes"] == len(big) * 3
+
+
+def test_the_model_reaches_kimi_and_a_follow_up_keeps_its_conversations_model(workspace: Path) -> None:
+    class ModelRunner(GatedRunner):
+        def __call__(self, request, settings, **kw) -> TaskResult:
+            result = super().__call__(request, settings, **kw)
+            return result.model_copy(update={"model": request.model and f"alias-of-{request.model}"})
+
+    runner = ModelRunner(workspace, session_id="sess-m")
+    runner.gate.set()
+
+    async def body():
+        async with Client(create_server(Settings(), run=runner)) as client:
+            first = await tool(
+                client, "kimi_prompt", {"prompt": "hi", "work_dir": str(workspace), "model": "k2"}
+            )
+            kept = await tool(client, "kimi_continue", {"session_id": "sess-m", "message": "more"})
+            changed = await tool(
+                client, "kimi_continue", {"session_id": "sess-m", "message": "x", "model": "k3"}
+            )
+            bad = await client.call_tool(
+                "kimi_prompt",
+                {"prompt": "hi", "work_dir": str(workspace), "model": "k2\x1b[A"},
+                raise_on_error=False,
+            )
+            listed = await tool(client, "kimi_jobs", {})
+            return first, kept, changed, bad, listed
+
+    first, kept, changed, bad, listed = run(body)
+    assert [r.model for r in runner.requests] == ["k2", "alias-of-k2", "k3"]  # the alias Kimi last ran with
+    assert first["model"] == "alias-of-k2" and changed["model"] == "alias-of-k3"
+    assert bad.is_error and len(runner.requests) == 3  # control bytes never reach Kimi
+    assert kept["status"] == "done" and listed["jobs"][0]["tool"] == "kimi_continue"
