@@ -1,0 +1,84 @@
+"""run_verify(): a command in the copy's workspace, with its exit code, its output's end and a hard
+time limit after which nothing of it is left running."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kimi_mcp import worktree
+from kimi_mcp.errors import BadInput
+from kimi_mcp.worktree import Isolated
+
+
+@pytest.fixture
+def iso(repo: Path, state: Path) -> Isolated:
+    return worktree.create(repo / "pkg", state, "job-1")
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_pass(iso: Isolated) -> None:
+    result = worktree.run_verify(iso, "pwd; cat notes.md", 10)
+    assert (result.exit_code, result.passed, result.timed_out) == (0, True, False)
+    assert result.output_tail == f"{iso.workspace}\npackage notes\n"
+    assert result.command == "pwd; cat notes.md"
+    assert 0 <= result.duration_s < 5
+
+
+def test_fail_with_exit_code_and_merged_output(iso: Isolated) -> None:
+    result = worktree.run_verify(iso, "echo out; echo err >&2; exit 7", 10)
+    assert (result.exit_code, result.passed, result.timed_out) == (7, False, False)
+    assert result.output_tail == "out\nerr\n"
+
+
+def test_git_in_the_command_sees_the_copy(iso: Isolated, monkeypatch: pytest.MonkeyPatch, repo: Path) -> None:
+    monkeypatch.setenv("GIT_DIR", str(repo / ".git"))
+    result = worktree.run_verify(iso, "git rev-parse --show-toplevel", 10)
+    assert result.output_tail == f"{iso.checkout}\n"
+
+
+def test_timeout_kills_the_whole_group(iso: Isolated) -> None:
+    started = time.monotonic()
+    result = worktree.run_verify(iso, "sleep 30 & echo $! > ../sleep.pid; wait", 1)
+    assert time.monotonic() - started < 5
+    assert (result.exit_code, result.passed, result.timed_out) == (None, False, True)
+    assert 1 <= result.duration_s < 5
+    pid = int((iso.checkout / "sleep.pid").read_text())
+    assert gone(pid)
+
+
+def test_term_ignoring_processes_get_killed(iso: Isolated) -> None:
+    result = worktree.run_verify(iso, "trap '' TERM; sleep 30 & echo $! > ../sleep.pid; wait", 0.5)
+    assert result.timed_out
+    assert gone(int((iso.checkout / "sleep.pid").read_text()))
+
+
+def test_background_leftovers_of_a_finished_command_are_stopped(iso: Isolated) -> None:
+    result = worktree.run_verify(iso, "sleep 30 & echo $! > ../sleep.pid; echo done", 10)
+    assert (result.exit_code, result.output_tail) == (0, "done\n")
+    assert gone(int((iso.checkout / "sleep.pid").read_text()))
+
+
+def test_output_tail_is_the_last_4000_characters(iso: Isolated) -> None:
+    result = worktree.run_verify(
+        iso, "i=0; while [ $i -lt 2000 ]; do echo 'ab€d'; i=$((i+1)); done; echo END", 10
+    )
+    assert len(result.output_tail) == 4000
+    assert result.output_tail.endswith("ab€d\nEND\n")
+    assert "\ufffd" not in result.output_tail[1:]
+
+
+def test_bad_arguments(iso: Isolated) -> None:
+    with pytest.raises(BadInput, match="empty"):
+        worktree.run_verify(iso, "  ", 10)
+    with pytest.raises(BadInput, match="positive"):
+        worktree.run_verify(iso, "true", 0)
