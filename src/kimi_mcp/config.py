@@ -134,7 +134,19 @@ class Settings(BaseModel):
         ge=0,
         description="Kimi sessions kept alive for kimi_continue (least recently used closed first)",
     )
-    job_ttl_days: float = Field(default=7.0, gt=0, description="Days finished jobs are kept in the job store")
+    job_ttl_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="Days finished jobs are kept in the job store (and the isolated copies of worktree jobs)",
+    )
+    isolation: Literal["none", "worktree"] = Field(
+        default="none",
+        description="Default of the write tools' isolation: none (Kimi edits your tree) or worktree (Kimi works "
+        "on an isolated copy of it; review the diff, then kimi_apply or kimi_discard)",
+    )
+    verify_timeout: float = Field(
+        default=300.0, gt=0, description="Seconds a verify_command may run in an isolated copy"
+    )
     log_level: str = Field(default="INFO")
     log_file: str | None = Field(default=None, description="Also log to this file")
     transcript_dir: str | None = Field(default=None, description="Save each session's terminal transcript")

@@ -80,6 +80,43 @@ class JobProgress(BaseModel):
     )
 
 
+class WorktreeInfo(BaseModel):
+    """Where an isolated job (``isolation="worktree"``) worked, and its change against the base."""
+
+    id: str = Field(description="The isolated copy (the first job of its conversation)")
+    path: str = Field(description="Kimi's workspace inside the copy (under KIMI_MCP_STATE_DIR)")
+    base: str = Field(description="The base commit: your tree as it was when the job started")
+    files_changed: int = 0
+    insertions: int = 0
+    deletions: int = 0
+    applied: bool = Field(default=False, description="kimi_apply landed it in your tree")
+
+
+class VerifyOutcome(BaseModel):
+    """``verify_command`` run in the copy after the turn."""
+
+    command: str
+    exit_code: int | None = Field(description="null: it timed out or could not start")
+    passed: bool
+    timed_out: bool = False
+    duration_s: float = 0.0
+    output_tail: str = Field(default="", description="The last lines of its stdout and stderr")
+
+
+class AttemptSummary(BaseModel):
+    """One of several parallel attempts (``attempts``), best first."""
+
+    job_id: str
+    status: JobStatus
+    success: bool = False
+    output: str = Field(default="", description="Kimi's answer, trimmed")
+    files_changed: int = 0
+    insertions: int = 0
+    deletions: int = 0
+    verify: VerifyOutcome | None = None
+    error: str | None = None
+
+
 class TaskResult(BaseModel):
     """What Kimi said and every file it created, changed or deleted."""
 
@@ -127,6 +164,18 @@ class TaskResult(BaseModel):
             "change list), exit (only when the call waited for Kimi to exit: after errors)"
         ),
     )
+    diff: str = Field(
+        default="",
+        description="Unified diff: the whole change of an isolated (worktree) job against its base, every turn "
+        "of its conversation included (kimi_refactor in place: of file_path)",
+    )
+    worktree: WorktreeInfo | None = Field(
+        default=None, description="isolation='worktree': the copy Kimi worked in; kimi_apply / kimi_discard"
+    )
+    verify: VerifyOutcome | None = Field(default=None, description="verify_command's outcome in the copy")
+    attempts: list[AttemptSummary] = Field(
+        default_factory=list, description="attempts > 1: every attempt, best first (this result is the first)"
+    )
     error: ErrorInfo | None = None
     notes: list[str] = Field(
         default_factory=list, description="What the caller should know about this result that is not an error"
@@ -146,7 +195,6 @@ class RefactorResult(StructuredResult):
     file_path: str = ""
     original_content: str | None = None
     refactored_content: str | None = None
-    diff: str = Field(default="", description="Unified diff of file_path")
     explanation: str = ""
     behavior_preserved: bool | None = None
     other_files_changed: list[str] = Field(
@@ -202,6 +250,29 @@ class ConsultResult(StructuredResult):
     assumptions: list[str] = Field(default_factory=list)
     alternatives: list[str] = Field(default_factory=list)
     confidence: float | None = Field(default=None, ge=0, le=1)
+
+
+class ConflictInfo(BaseModel):
+    path: str = Field(description="Relative to the workspace")
+    reason: str
+    hunks: list[str] = Field(
+        default_factory=list, description="The conflicting regions (yours, base, Kimi's)"
+    )
+
+
+class ApplyResult(BaseModel):
+    """What ``kimi_apply`` landed in your tree, or why it landed nothing."""
+
+    success: bool
+    job_id: str = ""
+    workspace: str = ""
+    applied: list[str] = Field(default_factory=list, description="Paths written or deleted in your tree")
+    conflicts: list[ConflictInfo] = Field(
+        default_factory=list, description="All or nothing: any conflict means nothing was written"
+    )
+    discarded: bool = Field(default=False, description="kimi_discard: the copy is gone")
+    error: ErrorInfo | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class JobSummary(BaseModel):

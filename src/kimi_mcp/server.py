@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
@@ -22,19 +24,24 @@ from .cli import INSTRUCTIONS
 from .config import ConfigError, Settings, configured, load_env_file
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
-from .tools import RunTask, register_tools, run_task, shutdown_jobs
+from .tools import register_tools, shutdown_jobs
+
+if TYPE_CHECKING:
+    from .tools._mcp import RunTask
 
 
 def create_server(
     settings: Settings,
     auth: TokenVerifier | None = None,
-    run: RunTask = run_task,
+    run: RunTask | None = None,
     problem: KimiMCPError | None = None,
+    on_load: Callable[[], None] | None = None,
 ) -> FastMCP:
-    """The MCP server with the enabled tools; ``run`` runs a Kimi turn (a fake in the tool layer's tests);
+    """The MCP server with the enabled tools (loaded at its first request after ``initialize``, then
+    ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: the runner);
     ``problem``: the configuration was invalid (the server serves, every Kimi call says why)."""
     mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
-    register_tools(mcp, settings, run, problem)
+    register_tools(mcp, settings, run, problem, on_load)
     return mcp
 
 
@@ -65,12 +72,18 @@ def serve(args: argparse.Namespace) -> None:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     setup_logging(settings.log_level, settings.log_file)
+    holder: list[FastMCP] = []
+
+    def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left
+        threading.Thread(target=_prune_copies, args=(holder[0],), daemon=True).start()
+
     try:
-        mcp = create_server(settings, auth, problem=problem)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
     except ValueError as exc:  # KIMI_MCP_TOOLS names unknown tools: serve them all, each says why
         problem = SettingsError(str(exc), details={"problems": [str(exc)]})
         settings = settings.model_copy(update={"tools": None})
-        mcp = create_server(settings, auth, problem=problem)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
+    holder.append(mcp)
     if problem is not None:
         print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
     atexit.register(_shutdown_runner)  # also on paths that skip the finally below
@@ -103,6 +116,16 @@ def _prewarm(settings: Settings) -> None:
     from . import runner
 
     runner.prewarm_default(settings)
+
+
+def _prune_copies(mcp: FastMCP) -> None:
+    """Remove isolated copies a dead server left behind (in the background: the client is connecting)."""
+    from .tools import prune_copies
+
+    try:
+        prune_copies(mcp)
+    except Exception:
+        logging.getLogger("kimi_mcp.server").exception("could not prune stale isolated copies")
 
 
 def _shutdown_runner() -> None:

@@ -22,6 +22,8 @@ class TaskRequest:
     session_id: str | None = None
     #: the model for this call (one of Kimi's aliases or model names; None: KIMI_MCP_MODEL, else Kimi's own)
     model: str | None = None
+    #: Kimi works on an isolated copy (a worktree job): no standby is started for its one-off workspace
+    isolated: bool = False
 
 
 @dataclass

@@ -264,6 +264,15 @@ class SessionPool:
             return None
         return session
 
+    def close_live(self, session_id: str) -> None:
+        """Close the live session ``session_id`` now, if there is one (its workspace is going away)."""
+        with self._lock:
+            live = self._live.pop(session_id, None)
+        if live is not None:
+            session = live.halt(self.halt_wait)
+            if session is not None:
+                session.close()
+
     def live(self, session_id: str) -> bool:
         with self._lock:
             return session_id in self._live

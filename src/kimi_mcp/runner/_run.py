@@ -283,8 +283,8 @@ class TaskRun:
         call's changes cannot make it stale (the dialect does not list the workspace at startup), else
         after a successful turn."""
         key, install = self.key, self.install
-        if self.settings.standby == "off" or key is None or install is None:
-            return
+        if self.settings.standby == "off" or key is None or install is None or self.request.isolated:
+            return  # an isolated copy is one job's: no later call starts there
         if turn_done or not key.lists_workspace:
             try:
                 self.runner.prewarm(key, install, self.settings, self.env)

@@ -1,62 +1,120 @@
 """The MCP tools: module-level functions, each supplying its prompt and its finishing step; the shared
-pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them;
-``register`` adds the enabled ones to a server. Write tools may change the workspace; read-only tools run
-Kimi in plan mode and reject every write or command at the approval layer; the job tools (``jobs``) wait
-for, list and continue jobs."""
+pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them (name
+→ the module that defines it); ``register_tools`` adds the enabled ones to a server *at its first request
+after ``initialize``*, so a client's connect does not wait for the tool modules, their result models and
+schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject
+every write or command at the approval layer; the job tools (``jobs``) wait for, list and continue jobs;
+``worktrees`` applies or discards isolated jobs."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
+from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from ..config import Settings
 from ..errors import KimiMCPError
-from ._mcp import RunTask
-from ._pipeline import Backend, bind, run_task, shutdown_jobs
-from .jobs import kimi_continue, kimi_job, kimi_jobs
-from .read import kimi_analyze_code, kimi_consult, kimi_verify
-from .resources import register_resources
-from .status import kimi_status
-from .write import kimi_code_task, kimi_debug, kimi_prompt, kimi_refactor
 
-__all__ = ["ALL_TOOLS", "TOOLS", "RunTask", "register_tools", "shutdown_jobs"]
+if TYPE_CHECKING:
+    from ._mcp import RunTask
 
-TOOLS: dict[str, Callable[..., Any]] = {
-    fn.__name__: fn
-    for fn in (
-        kimi_code_task,
-        kimi_prompt,
-        kimi_refactor,
-        kimi_debug,
-        kimi_analyze_code,
-        kimi_verify,
-        kimi_consult,
-        kimi_continue,
-        kimi_job,
-        kimi_jobs,
-        kimi_status,
-    )
+__all__ = ["ALL_TOOLS", "TOOLS", "enabled_tools", "prune_copies", "register_tools", "shutdown_jobs"]
+
+TOOLS: dict[str, str] = {
+    "kimi_code_task": "write",
+    "kimi_prompt": "write",
+    "kimi_refactor": "write",
+    "kimi_debug": "write",
+    "kimi_analyze_code": "read",
+    "kimi_verify": "read",
+    "kimi_consult": "read",
+    "kimi_continue": "jobs",
+    "kimi_job": "jobs",
+    "kimi_jobs": "jobs",
+    "kimi_apply": "worktrees",
+    "kimi_discard": "worktrees",
+    "kimi_status": "status",
 }
 ALL_TOOLS = tuple(TOOLS)
 
 
-def register_tools(
-    mcp: FastMCP, settings: Settings, run: RunTask = run_task, problem: KimiMCPError | None = None
-) -> list[str]:
-    """Register the tools allowed by ``settings.tools`` (all when unset), running Kimi with ``run``;
-    with a configuration ``problem`` every Kimi call answers with it. Returns their names."""
+def enabled_tools(settings: Settings) -> list[str]:
+    """The tools ``settings.tools`` allows (all when unset); ``ValueError`` for unknown names."""
     enabled = set(settings.tools) if settings.tools else set(ALL_TOOLS)
     unknown = enabled - set(ALL_TOOLS)
     if unknown:
         raise ValueError(
             f"KIMI_MCP_TOOLS names unknown tools {sorted(unknown)}; valid: {', '.join(ALL_TOOLS)}"
         )
-    backend = Backend(settings, run, problem)
+    return [name for name in ALL_TOOLS if name in enabled]
+
+
+def register_tools(
+    mcp: FastMCP,
+    settings: Settings,
+    run: RunTask | None = None,
+    problem: KimiMCPError | None = None,
+    on_load: Callable[[], None] | None = None,
+) -> list[str]:
+    """Register the tools allowed by ``settings.tools`` (``ValueError`` at once for unknown names), running
+    Kimi with ``run`` (default: the runner's); with a configuration ``problem`` every Kimi call answers
+    with it. They are loaded at the server's first request other than ``initialize``, then ``on_load()``
+    runs."""
+    names = enabled_tools(settings)
+
+    def load() -> None:
+        _load(mcp, names, settings, run, problem)
+        if on_load is not None:
+            on_load()
+
+    mcp.add_middleware(_LoadTools(load))
+    return names
+
+
+def _load(
+    mcp: FastMCP, names: list[str], settings: Settings, run: RunTask | None, problem: KimiMCPError | None
+) -> None:
+    from ._pipeline import Backend, bind, run_task
+    from .resources import register_resources
+
+    backend = Backend(settings, run or run_task, problem)
     bind(mcp, backend)
     register_resources(mcp, backend.jobs)
-    names = [name for name in ALL_TOOLS if name in enabled]
     for name in names:
-        mcp.add_tool(TOOLS[name])
-    return names
+        mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
+
+
+class _LoadTools(Middleware):
+    """Loads the tools before the first request that may need them (anything but ``initialize``)."""
+
+    def __init__(self, load: Callable[[], None]) -> None:
+        self._load = load
+        self.loaded = False
+
+    async def on_request(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        if not self.loaded and context.method not in ("initialize", "ping"):
+            self.loaded = True
+            self._load()
+        return await call_next(context)
+
+
+def shutdown_jobs() -> None:
+    """Record the jobs still running in every server of this process as interrupted (server exit); no
+    tool loaded yet: no job."""
+    pipeline = sys.modules.get(f"{__name__}._pipeline")
+    if pipeline is not None:
+        pipeline.shutdown_jobs()
+
+
+def prune_copies(mcp: FastMCP) -> list[str]:
+    """Remove the stale isolated copies of worktree jobs (see ``_isolation.prune_copies``); the server's
+    tools must be loaded."""
+    from ._isolation import prune_copies as prune
+    from ._pipeline import backend_of
+
+    backend = backend_of(mcp)
+    return prune(backend.jobs, backend.settings)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import mcp_types
 from fastmcp.tools.base import ToolResult
@@ -31,6 +31,31 @@ Model = Annotated[
         pattern=MODEL_PATTERN,
         description="The model Kimi uses for this call: one of Kimi's model aliases or model names (kimi_status "
         "lists them; default: KIMI_MCP_MODEL, else Kimi's default model)",
+    ),
+]
+IsolationArg = Annotated[
+    Literal["none", "worktree"] | None,
+    Field(
+        description="none: Kimi edits your tree. worktree: Kimi works on an isolated copy of your git tree "
+        "(uncommitted and untracked files included); the result has the diff, your tree is untouched until "
+        "kimi_apply(job_id) (kimi_discard drops it). Default: KIMI_MCP_ISOLATION (none)",
+    ),
+]
+Attempts = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=4,
+        description="worktree only: run this many independent Kimi attempts at once, each on its own copy; the "
+        "result lists them best first (verify passed, then the smaller diff)",
+    ),
+]
+VerifyCommand = Annotated[
+    str | None,
+    Field(
+        max_length=10_000,
+        description="worktree only: a shell command run in each copy after Kimi's turn (e.g. 'pytest -q'); "
+        "its exit code and output tail rank the attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
     ),
 ]
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]

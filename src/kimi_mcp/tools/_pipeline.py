@@ -27,10 +27,13 @@ from ..models import Evidence, StructuredResult, TaskResult
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
+from ._isolation import Isolation, check_repository, ranked, run_isolated, summary
 from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
 from ._params import Reply
 
 log = get_logger("tools")
+
+NOT_ISOLATED = Isolation()
 
 R = TypeVar("R", bound=TaskResult)
 
@@ -69,6 +72,10 @@ _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictiona
 def bind(mcp: FastMCP, backend: Backend) -> None:
     """Make ``backend`` the one the tools registered on ``mcp`` use."""
     _backends[mcp] = backend
+
+
+def backend_of(mcp: FastMCP) -> Backend:
+    return _backends[mcp]
 
 
 def shutdown_jobs() -> None:
@@ -118,20 +125,34 @@ class Call:
         finish: Finish | None = None,
         session_id: str | None = None,
         model: str | None = None,
+        isolation: Isolation = NOT_ISOLATED,
     ) -> Job:
         """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation; ``model``: the
-        call's model), then ``finish``."""
+        call's model; ``isolation``: on an isolated copy of the tree), then ``finish``."""
         assert self.workspace is not None
         request = TaskRequest(
             prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor,
             session_id=session_id, model=model,
         )  # fmt: skip
         arguments = {**arguments, "model": model} if model else arguments
+        if isolation.isolated:
+            arguments = {**arguments, "isolation": "worktree", "verify_command": isolation.verify_command}
         settings, run = self.settings, self.backend.run
 
         def work(job: Job) -> TaskResult:
-            base = run(request, settings, on_progress=job.on_progress, cancel=job.cancel, watch=job.watch)
-            return finish(self, base) if finish is not None else base
+            def turn(req: TaskRequest) -> TaskResult:
+                return run(req, settings, on_progress=job.on_progress, cancel=job.cancel, watch=job.watch)
+
+            if isolation.isolated:
+                base, where = run_isolated(request, isolation, job.job_id, settings, turn)
+            else:
+                base, where = turn(request), request.workspace
+            if finish is None:
+                return base
+            result = finish(self, base, where)
+            if isolation.isolated:  # the whole change, whatever the tool's own diff was
+                result.diff = base.diff
+            return result
 
         masked = Redactor(configured_secrets(os.environ)).mask_tree(_trimmed(arguments))
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
@@ -151,6 +172,26 @@ class Call:
             raise
         return self.done(await snapshot(job))
 
+    async def wait_all(self, jobs: list[Job], wait_s: float | None) -> ToolResult:
+        """Parallel attempts: wait for all of them (as :meth:`wait`), then reply with the best one's result
+        listing every attempt, best first (while some still run: the first running one's status)."""
+        limit = self.settings.wait_s if wait_s is None else wait_s
+        try:
+            async with anyio.create_task_group() as group:
+                for job in jobs:
+                    group.start_soon(wait_for_job, self.ctx, job, limit, self.settings)
+        except BaseException:
+            for job in jobs:
+                await cancel_and_wait(job)
+            raise
+        results = [await snapshot(job) for job in jobs]
+        finished = ranked([r for r in results if r.status not in ("running", "queued")])
+        going = [r for r in results if r.status in ("running", "queued")]
+        order = [*finished, *going]
+        lead = (going[0] if going else order[0]).model_copy(deep=True)
+        lead.attempts = [summary(r) for r in order]
+        return self.done(lead)
+
     def fail(self, exc: KimiMCPError) -> ToolResult:
         self.redactor.add(configured_secrets(os.environ))
         result = error_result(exc, str(self.workspace or ""), self.cls)
@@ -163,7 +204,9 @@ class Call:
 
 
 Prompt = Callable[[Call, Path], str]
-Finish = Callable[["Call", TaskResult], TaskResult]
+Finish = Callable[["Call", TaskResult, Path], TaskResult]
+"""``finish(call, base, where)``: the tool's result from the run's; ``where``: the workspace Kimi worked in
+(an isolated copy's, or the call's)."""
 
 
 async def run_tool(
@@ -180,24 +223,34 @@ async def run_tool(
     model: str | None = None,
     check: Callable[[], None] | None = None,
     finish: Finish | None = None,
+    isolation: Callable[[], Isolation] | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
     reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error);
     ``finish(call, base)`` turns the run's TaskResult into the tool's own result (in the job's thread);
     ``tool`` and ``arguments`` are what the job store records; ``model``: the call's model (None: the
-    default)."""
+    default); ``isolation()``: how a write call runs (checked with the arguments), ``attempts`` > 1 runs
+    that many jobs at once, each on its own copy."""
     call = Call(ctx, backend, cls)
     try:
         backend.check()
         if check is not None:
             check()
+        how = isolation() if isolation is not None else NOT_ISOLATED
         if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
             return ws
+        if how.isolated:
+            await anyio.to_thread.run_sync(check_repository, ws, backend.settings)
         text = prompt(call, ws)
-        job = call.submit(tool, arguments, text, read_only=read_only, finish=finish, model=model)
+        jobs = [
+            call.submit(tool, arguments, text, read_only=read_only, finish=finish, model=model, isolation=how)
+            for _ in range(how.attempts)
+        ]
     except KimiMCPError as exc:
         return call.fail(exc)
-    return await call.wait(job, wait_s)
+    if len(jobs) == 1:
+        return await call.wait(jobs[0], wait_s)
+    return await call.wait_all(jobs, wait_s)
 
 
 async def snapshot(job: Job) -> TaskResult:

@@ -34,6 +34,7 @@ from ..models import (
     VerifyResult,
 )
 from ..workspace import resolve_workspace
+from ._isolation import Isolation, copy_of
 from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
 from ._params import MODEL_PATTERN, Files, Reply, WaitS, reads, writes
 from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
@@ -73,8 +74,8 @@ async def kimi_job(
     jobs = backend.jobs
     try:
         backend.check()
-        record = await _record(backend, job_id)
-        if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
+        record = await job_record(backend, job_id)
+        if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
     except KimiMCPError as exc:
         return _failure(backend, exc)
@@ -166,7 +167,7 @@ async def kimi_continue(
         backend.check()
         not_blank(message=message)()
         record = await _session(backend, session_id)
-        if isinstance(scope := await _check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
+        if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
@@ -174,7 +175,7 @@ async def kimi_continue(
         model = model or (record.result or {}).get("model")  # the conversation keeps its model
         job = call.submit(
             "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id,
-            model=model,
+            model=model, isolation=_isolation_of(record),
         )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
@@ -182,7 +183,7 @@ async def kimi_continue(
 
 
 # -- lookups -------------------------------------------------------------------------------------------
-async def _record(backend: Backend, job_id: str) -> JobRecord:
+async def job_record(backend: Backend, job_id: str) -> JobRecord:
     """The job, with an owner that died while it ran recorded as interrupted first."""
     store = backend.jobs.store
     record = await anyio.to_thread.run_sync(store.get, job_id.strip())
@@ -201,7 +202,7 @@ async def _poll(ctx: Context, backend: Backend, job_id: str, wait_s: float) -> J
     recorded progress is relayed to the client."""
     end = time.monotonic() + wait_s
     while True:
-        record = await _record(backend, job_id)
+        record = await job_record(backend, job_id)
         if record.status in FINISHED or time.monotonic() >= end:
             return record
         elapsed = time.time() - record.started_at
@@ -223,7 +224,7 @@ async def _session(backend: Backend, session_id: str) -> JobRecord:
             f"unknown session_id {session_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)",
             suggestion=_UNKNOWN_HINT,
         )
-    record = await _record(backend, record.job_id)
+    record = await job_record(backend, record.job_id)
     if record.status not in FINISHED:
         raise BadInput(
             f"the conversation's last turn (job {record.job_id}) is still {record.status}",
@@ -239,12 +240,20 @@ async def _session(backend: Backend, session_id: str) -> JobRecord:
     return record
 
 
+def _isolation_of(record: JobRecord) -> Isolation:
+    """A conversation on an isolated copy goes on in that copy (its verify_command runs again)."""
+    copy = copy_of(record.result)
+    if copy is None:
+        return Isolation()
+    return Isolation("worktree", verify_command=record.arguments.get("verify_command"), copy=copy)
+
+
 def _workspace_of(backend: Backend, record: JobRecord) -> Path:
     settings = backend.settings
     return resolve_workspace(record.workspace, [], None, allow_home=settings.allow_home_workspace)
 
 
-async def _check_scope(ctx: Context, workspace: str) -> mcp_types.InputRequiredResult | None:
+async def check_scope(ctx: Context, workspace: str) -> mcp_types.InputRequiredResult | None:
     """A client that names its roots reaches only jobs in them (an HTTP server may serve several)."""
     roots = await client_roots(ctx)
     if isinstance(roots, mcp_types.InputRequiredResult):

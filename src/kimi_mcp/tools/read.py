@@ -56,7 +56,7 @@ async def kimi_analyze_code(
             call.files(file_paths, "file_paths", required=True), analysis_focus, role
         )
 
-    def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
         result, parsed = structured(AnalysisResult, base, answers.AnalysisAnswer)
         result.role = role
         result.analysis = parsed.analysis if parsed else base.output
@@ -97,7 +97,7 @@ async def kimi_verify(
     def text(call: Call, _ws: Path) -> str:
         return prompts.verify_prompt(listed, call.files(file_paths, "file_paths", required=True), prompt)
 
-    def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
         result, parsed = structured(VerifyResult, base, answers.VerifyAnswer)
         if parsed:
             result.verdict = parsed.verdict
@@ -171,7 +171,7 @@ async def kimi_consult(
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
 
-    def finish(_call: Call, base: TaskResult) -> TaskResult:
+    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
         result, parsed = structured(ConsultResult, base, answers.ConsultAnswer)
         result.role = role
         if parsed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,18 @@ from pydantic import Field
 from .. import answers, prompts
 from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._params import Files, Model, Reply, WaitS, WorkDir, writes
+from ._isolation import Isolation, isolation_for
+from ._params import (
+    Attempts,
+    Files,
+    IsolationArg,
+    Model,
+    Reply,
+    VerifyCommand,
+    WaitS,
+    WorkDir,
+    writes,
+)
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 
@@ -38,6 +50,9 @@ async def kimi_code_task(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    isolation: IsolationArg = None,
+    attempts: Attempts = 1,
+    verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -53,6 +68,7 @@ async def kimi_code_task(
     return await run_tool(
         ctx, backend, TaskResult, work_dir, prompt, tool="kimi_code_task", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check,
+        isolation=isolated(backend, isolation, attempts, verify_command),
     )  # fmt: skip
 
 
@@ -71,6 +87,9 @@ async def kimi_prompt(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    isolation: IsolationArg = None,
+    attempts: Attempts = 1,
+    verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def text(_call: Call, ws: Path) -> str:
@@ -80,6 +99,7 @@ async def kimi_prompt(
     return await run_tool(
         ctx, backend, TaskResult, work_dir, text, tool="kimi_prompt", arguments=arguments, read_only=False,
         wait_s=wait_s, model=model, check=not_blank(prompt=prompt),
+        isolation=isolated(backend, isolation, attempts, verify_command),
     )  # fmt: skip
 
 
@@ -100,6 +120,9 @@ async def kimi_refactor(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    isolation: IsolationArg = None,
+    attempts: Attempts = 1,
+    verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     target: dict[str, str] = {}
@@ -109,11 +132,10 @@ async def kimi_refactor(
         original = target["original"] = call.files([rel], "file_path", required=True)[0].text
         return prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
 
-    def refactored(call: Call, base: TaskResult) -> RefactorResult:
-        assert call.workspace is not None
+    def refactored(call: Call, base: TaskResult, where: Path) -> RefactorResult:
         rel, original = target["path"], target["original"]
         result, parsed = structured(RefactorResult, base, answers.RefactorAnswer)
-        after, withheld = _read_after(call, rel)
+        after, withheld = _read_after(call, where, rel)
         result.file_path = rel
         result.original_content = original
         result.refactored_content = after
@@ -134,6 +156,7 @@ async def kimi_refactor(
     return await run_tool(
         ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check, finish=refactored,
+        isolation=isolated(backend, isolation, attempts, verify_command),
     )  # fmt: skip
 
 
@@ -153,6 +176,9 @@ async def kimi_debug(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    isolation: IsolationArg = None,
+    attempts: Attempts = 1,
+    verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     originals: dict[str, str] = {}
@@ -162,13 +188,13 @@ async def kimi_debug(
         originals.update((f.path, f.text) for f in files)
         return prompts.debug_prompt(error_message, files, context)
 
-    def debugged(call: Call, base: TaskResult) -> DebugResult:
+    def debugged(call: Call, base: TaskResult, where: Path) -> DebugResult:
         result, parsed = structured(DebugResult, base, answers.DebugAnswer)
         described = {c.path: c.description for c in parsed.code_changes} if parsed else {}
         for path in [*base.files_modified, *base.files_created]:
             diff = ""
             if path in originals:  # only what the caller sent has a "before" to diff against
-                after, withheld = _read_after(call, path)
+                after, withheld = _read_after(call, where, path)
                 if withheld:
                     result.notes.append(f"{path} after the turn is not diffed: {withheld}")
                 else:
@@ -189,19 +215,19 @@ async def kimi_debug(
     return await run_tool(
         ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check, finish=debugged,
+        isolation=isolated(backend, isolation, attempts, verify_command),
     )  # fmt: skip
 
 
-def _read_after(call: Call, rel: str) -> tuple[str | None, str | None]:
+def _read_after(call: Call, where: Path, rel: str) -> tuple[str | None, str | None]:
     """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
     tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a
     binary, or more than ``max_context_bytes`` characters (the cap on what was sent)."""
     from .. import tracker  # loaded with the first call's runner anyway
 
-    assert call.workspace is not None
     cap = call.settings.max_context_bytes
     report = tracker.collect_contents(
-        call.workspace, [rel], tracker.TrackerOptions(max_file_chars=cap, max_total_chars=cap)
+        where, [rel], tracker.TrackerOptions(max_file_chars=cap, max_total_chars=cap)
     )
     if rel in report.secret_files:
         return None, "it looks like a secret file"
@@ -218,3 +244,10 @@ def _diff(path: str, before: str, after: str) -> str:
             before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
         )
     )
+
+
+def isolated(
+    backend: Backend, isolation: str | None, attempts: int, verify_command: str | None
+) -> Callable[[], Isolation]:
+    """The write tools' ``isolation`` check, run with the other argument checks."""
+    return lambda: isolation_for(backend.settings, isolation, attempts, verify_command)  # type: ignore[arg-type]

@@ -18,8 +18,16 @@ from kimi_mcp.server import create_server
 from kimi_mcp.tools import ALL_TOOLS, TOOLS
 
 WRITE_TOOLS = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
-JOB_TOOLS = {"kimi_job", "kimi_jobs", "kimi_continue", "kimi_status"}  # no work_dir, own results
-MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue"}  # cancel interrupts a turn; a follow-up may write
+JOB_TOOLS = {
+    "kimi_job",
+    "kimi_jobs",
+    "kimi_continue",
+    "kimi_status",
+    "kimi_apply",
+    "kimi_discard",
+}  # own results
+#: cancel interrupts a turn; a follow-up may write; apply writes your tree; discard removes a copy
+MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue", "kimi_apply", "kimi_discard"}
 
 
 class FakeRunner:
@@ -53,10 +61,9 @@ def listed(settings: Settings) -> list:
 
 
 def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
-    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 11
-    assert all(fn.__name__ == name for name, fn in TOOLS.items())
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 13
     tools = {tool.name: tool for tool in listed(Settings())}
-    assert set(tools) == set(ALL_TOOLS)
+    assert list(tools) == list(ALL_TOOLS)  # every name is its function's, registered in the list's order
     for name, tool in tools.items():
         assert "backend" not in tool.input_schema["properties"]  # the injected dependency is not an argument
         assert tool.annotations.read_only_hint is (name not in MAY_CHANGE)

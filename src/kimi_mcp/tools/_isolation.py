@@ -1,0 +1,171 @@
+"""Isolated jobs (``isolation="worktree"``): Kimi works on its own copy of the user's git tree (see
+``worktree``), so the user's tree stays as it is until ``kimi_apply``. Here: the checks of the isolation
+arguments, the turn's work in its copy (a new copy, or the conversation's for a follow-up), what the result
+gains (the diff, the copy, the verify outcome) and the ranking of parallel attempts."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .._logging import get_logger
+from ..config import Settings, state_dir
+from ..errors import BadInput
+from ..jobs import FINISHED, JobManager, owner_alive
+from ..models import AttemptSummary, TaskResult, VerifyOutcome, WorktreeInfo
+from ..task import TaskRequest
+
+if TYPE_CHECKING:
+    from ..worktree import Isolated
+
+log = get_logger("tools")
+
+IsolationMode = Literal["none", "worktree"]
+MAX_ATTEMPTS = 4
+APPLY_NOTE = (
+    "Kimi worked on an isolated copy of your tree (worktree.path); your tree is unchanged. Review diff, then "
+    "kimi_apply(job_id) lands it (three-way, all or nothing) or kimi_discard(job_id) drops it; "
+    "kimi_continue(session_id, ...) revises it in the same copy."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """How a write call runs: in the user's tree, or on isolated copies (``attempts`` of them, each checked
+    with ``verify_command``); ``copy``: a follow-up continues in that existing copy."""
+
+    mode: IsolationMode = "none"
+    attempts: int = 1
+    verify_command: str | None = None
+    copy: str | None = None
+
+    @property
+    def isolated(self) -> bool:
+        return self.mode == "worktree"
+
+
+def isolation_for(
+    settings: Settings, isolation: IsolationMode | None, attempts: int, verify_command: str | None
+) -> Isolation:
+    """The call's isolation (``None``: ``KIMI_MCP_ISOLATION``); bad combinations are the caller's error."""
+    mode = isolation or settings.isolation
+    if verify_command is not None and not verify_command.strip():
+        raise BadInput("verify_command is empty", suggestion="Pass a shell command, or leave it out.")
+    if mode != "worktree" and (attempts != 1 or verify_command):
+        raise BadInput(
+            "attempts and verify_command need isolation='worktree' (each attempt works on its own copy)",
+            suggestion="Pass isolation='worktree' (or set KIMI_MCP_ISOLATION=worktree).",
+        )
+    if not 1 <= attempts <= MAX_ATTEMPTS:
+        raise BadInput(f"attempts must be 1 to {MAX_ATTEMPTS}, not {attempts}")
+    return Isolation(mode, attempts, verify_command)
+
+
+def copies_dir(settings: Settings) -> Path:
+    return state_dir(settings)
+
+
+def check_repository(workspace: Path, settings: Settings) -> None:
+    """Refuse a worktree job whose workspace is not in a git work tree (before any job starts)."""
+    from .. import worktree
+
+    worktree.repo_top(workspace, copies_dir(settings))
+
+
+def run_isolated(
+    request: TaskRequest,
+    isolation: Isolation,
+    job_id: str,
+    settings: Settings,
+    run: Callable[[TaskRequest], TaskResult],
+) -> tuple[TaskResult, Path]:
+    """One turn on an isolated copy: a new one named after ``job_id``, or the conversation's
+    (``isolation.copy``). Returns the result (its diff, copy and verify outcome filled in, paths relative to
+    the workspace as always) and the workspace inside the copy."""
+    from .. import worktree
+
+    state = copies_dir(settings)
+    if isolation.copy is not None:
+        copy = worktree.load(state, isolation.copy)
+    else:
+        copy = worktree.create(request.workspace, state, job_id)
+    result = run(dataclasses.replace(request, workspace=copy.workspace, isolated=True))
+    describe(result, copy)
+    if isolation.verify_command and result.success:
+        outcome = worktree.run_verify(copy, isolation.verify_command, settings.verify_timeout)
+        result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
+    result.workspace = str(request.workspace)
+    return result, copy.workspace
+
+
+def describe(result: TaskResult, copy: Isolated) -> None:
+    """Fill in ``diff`` and ``worktree``: the whole change of the copy against its base."""
+    from .. import worktree
+
+    change = worktree.diff(copy)
+    result.diff = change.text
+    result.worktree = WorktreeInfo(
+        id=copy.id, path=str(copy.workspace), base=copy.base, files_changed=len(change.files),
+        insertions=change.insertions, deletions=change.deletions,
+    )  # fmt: skip
+    if change.files and APPLY_NOTE not in result.notes:
+        result.notes.append(APPLY_NOTE)
+
+
+def copy_of(result: dict | None) -> str | None:
+    """The isolated copy a stored result worked in, if any."""
+    worktree = (result or {}).get("worktree") or {}
+    return worktree.get("id")
+
+
+def ranked(results: list[TaskResult]) -> list[TaskResult]:
+    """Attempts best first: succeeded before failed, verify passed before failed (or not run), then the
+    smaller change."""
+
+    def key(result: TaskResult) -> tuple:
+        size = result.worktree.insertions + result.worktree.deletions if result.worktree else 0
+        changed = bool(result.worktree and result.worktree.files_changed)
+        verified = result.verify.passed if result.verify else False
+        return (not result.success, not verified, not changed, size)
+
+    return sorted(results, key=key)
+
+
+def summary(result: TaskResult) -> AttemptSummary:
+    wt = result.worktree
+    return AttemptSummary(
+        job_id=result.job_id, status=result.status, success=result.success, output=result.output[:1_000],
+        files_changed=wt.files_changed if wt else 0, insertions=wt.insertions if wt else 0,
+        deletions=wt.deletions if wt else 0, verify=result.verify,
+        error=result.error.message if result.error else None,
+    )  # fmt: skip
+
+
+def prune_copies(jobs: JobManager, settings: Settings) -> list[str]:
+    """Remove the isolated copies nothing needs any more (server start): a copy whose job is gone from the
+    store (never recorded, or pruned after ``KIMI_MCP_JOB_TTL_DAYS``), or whose conversation's last turn was
+    interrupted (its server died mid-turn: the copy is half-changed). Copies of finished jobs stay for
+    kimi_apply; copies another live server is working in stay too."""
+    from .. import worktree
+
+    state = copies_dir(settings)
+    if not (state / worktree.WORKTREES_DIR).is_dir():
+        return []
+    store = jobs.store  # opening it records dead servers' jobs as interrupted and prunes old ones
+
+    def keep(copy_id: str) -> bool:
+        record = store.get(copy_id)
+        if record is None:
+            return False
+        latest = (store.latest_for_session(record.session_id) if record.session_id else None) or record
+        if latest.status in FINISHED:
+            return latest.status != "interrupted"
+        return owner_alive(latest.owner)
+
+    removed = worktree.prune(state, keep)
+    if removed:
+        log.info("removed %d stale isolated copies: %s", len(removed), ", ".join(removed))
+    return removed
