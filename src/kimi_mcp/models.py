@@ -89,7 +89,6 @@ class WorktreeInfo(BaseModel):
     files_changed: int = 0
     insertions: int = 0
     deletions: int = 0
-    applied: bool = Field(default=False, description="kimi_apply landed it in your tree")
 
 
 class VerifyOutcome(BaseModel):

@@ -41,11 +41,12 @@ def test_tools_are_listed_with_annotations_and_schemas(legacy_env: dict, workspa
         return await client.list_tools()
 
     tools = {t.name: t for t in asyncio.run(with_client(legacy_env, workspace, tmp_path / "s.log", body))}
-    assert set(tools) == READ_ONLY | WRITE | {"kimi_job", "kimi_jobs", "kimi_continue", "kimi_status"}
+    others = {"kimi_job", "kimi_jobs", "kimi_continue", "kimi_status", "kimi_apply", "kimi_discard"}
+    assert set(tools) == READ_ONLY | WRITE | others
     for name in READ_ONLY | {"kimi_jobs", "kimi_status"}:
         assert tools[name].annotations.read_only_hint is True, name
         assert tools[name].annotations.destructive_hint is False, name
-    for name in WRITE | {"kimi_job", "kimi_continue"}:  # a job cancelled, a follow-up that may write
+    for name in WRITE | {"kimi_job", "kimi_continue", "kimi_apply", "kimi_discard"}:  # cancel; may write
         assert tools[name].annotations.read_only_hint is False, name
         assert tools[name].annotations.destructive_hint is True, name
     for tool in tools.values():

@@ -150,6 +150,8 @@ def test_review_revise_apply_conflict_and_discard(
     files, gitdir, lists, stash, objects = snapshot(repo)
     assert (gitdir, lists[1:], stash, objects) == (before[1], before[2][1:], before[3], before[4])
     assert git(repo, "fsck", "--no-dangling") == ""
+    copy = Path(first["worktree"]["path"])  # kept after kimi_apply (kimi_discard or the TTL removes it)
+    assert (copy / "notes.txt").is_file() and not (copy / "build").exists()  # untracked yes, ignored no
     assert not processes_with_home(kimi.home)
 
 

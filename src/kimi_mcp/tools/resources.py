@@ -44,7 +44,7 @@ def register_resources(mcp: FastMCP, jobs: JobManager) -> None:
 
     @mcp.resource(f"{SCHEME}/{{job_id}}/diff", mime_type="text/x-diff", name="job_diff")
     async def job_diff(job_id: str) -> str:
-        """The whole diff of a job's result (kimi_refactor)."""
+        """The whole diff of a job's result (an isolated job's change, or kimi_refactor's)."""
         return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "diff")
 
 

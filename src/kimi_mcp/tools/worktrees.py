@@ -52,10 +52,9 @@ async def kimi_apply(
     from .. import worktree
 
     try:
-        backend.check()
-        record, copy_id = await _isolated_job(ctx, backend, job_id)
-        if isinstance(record, mcp_types.InputRequiredResult):
-            return record
+        if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
+            return found
+        record, copy_id = found
         copy = await anyio.to_thread.run_sync(worktree.load, copies_dir(backend.settings), copy_id)
         applied = await anyio.to_thread.run_sync(worktree.apply, copy, list(paths) if paths else None)
     except KimiMCPError as exc:
@@ -93,10 +92,9 @@ async def kimi_discard(
     from .. import worktree
 
     try:
-        backend.check()
-        record, copy_id = await _isolated_job(ctx, backend, job_id)
-        if isinstance(record, mcp_types.InputRequiredResult):
-            return record
+        if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
+            return found
+        record, copy_id = found
         if record.session_id:
             await anyio.to_thread.run_sync(_close_live, record.session_id)
         removed = await anyio.to_thread.run_sync(worktree.discard, copies_dir(backend.settings), copy_id)
@@ -109,11 +107,12 @@ async def kimi_discard(
 
 async def _isolated_job(
     ctx: Context, backend: Backend, job_id: str
-) -> tuple[JobRecord | mcp_types.InputRequiredResult, str]:
+) -> tuple[JobRecord, str] | mcp_types.InputRequiredResult:
     """The job and its copy, if nothing runs in that copy now (no turn of its conversation)."""
+    backend.check()
     record = await job_record(backend, job_id)
     if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
-        return scope, ""
+        return scope
     copy_id = copy_of(record.result)
     if record.status in FINISHED and copy_id is None:
         raise BadInput(
