@@ -15,7 +15,8 @@ INSTRUCTIONS = (
     "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory. "
     "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
     "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
-    "same Kimi conversation; kimi_jobs lists recent jobs."
+    "same Kimi conversation; kimi_jobs lists recent jobs. With isolation='worktree' a write tool runs Kimi on "
+    "an isolated copy of the git tree and returns a diff: kimi_apply(job_id) lands it, kimi_discard drops it."
 )
 
 

@@ -20,6 +20,7 @@ from .base import (
     LoginOptions,
     ScreenState,
     StepBegin,
+    StepRetrying,
     TextPart,
     ThinkPart,
     TokenUsage,
@@ -228,6 +229,8 @@ class LegacyDriver(Driver):
                 ]
             case "StatusUpdate":
                 return _token_usage(payload)
+            case "StepRetry":  # {"next_attempt": 2, "max_attempts": 3, "error_type": ..., "status_code": 429}
+                return [_retry(payload)]
             case "TurnEnd":
                 return [TurnEnd()]
         return []
@@ -235,6 +238,20 @@ class LegacyDriver(Driver):
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         keys = _EDIT_TOOLS.get(name, ())
         return [str(arguments[k]) for k in keys if isinstance(arguments.get(k), str)]
+
+
+def _retry(payload: dict[str, Any]) -> StepRetrying:
+    status = payload.get("status_code")
+    status = status if isinstance(status, int) else None
+    name = str(payload.get("error_type") or "error")
+    attempt = payload.get("next_attempt")
+    most = payload.get("max_attempts")
+    return StepRetrying(
+        attempt=attempt - 1 if isinstance(attempt, int) else 0,
+        max_attempts=most if isinstance(most, int) else 0,
+        error=f"{name} {status}" if status is not None else name,
+        status=status,
+    )
 
 
 def _content_part(payload: dict[str, Any]) -> list[WireEvent]:

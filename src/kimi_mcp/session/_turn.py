@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
-from ..errors import AuthError, SessionError
+from ..errors import ApiError, AuthError, SessionError
 from ._approvals import Answer, Approvals
 from ._terminal import Terminal
 from ._wirelog import SessionLog, TurnTrace
@@ -78,7 +78,7 @@ class Turn:
             # No answer text: Kimi may have printed an error instead. Errors are committed to the screen
             # shortly after the turn ends, so wait for the idle screen before reading them.
             self.term.wait_idle(COLLECT_IDLE, self.wire.read)
-            trace.error = self.driver.screen_error(self.term.screen.tail_since(self.mark))
+            trace.error = self.driver.screen_error(self.term.screen.tail_since(self.mark)) or _gave_up(trace)
         if trace.unmatched and trace.error is None:
             trace.error = SessionError(
                 f"kimi-mcp rejected {len(trace.unmatched)} approval request(s) it could not match to a "
@@ -189,3 +189,16 @@ class Turn:
 def _trimmed(text: str) -> str:
     """What both TUIs trim from a message (JavaScript's ``trim`` also takes U+FEFF)."""
     return text.strip().strip("\ufeff").strip()
+
+
+def _gave_up(trace: TurnTrace) -> ApiError | None:
+    """The turn ended while Kimi was still retrying a failed model request: it gave up (its session log
+    says so even when the error line has not reached the screen yet, e.g. on a loaded machine)."""
+    retrying = trace.retrying
+    if not trace.ended or retrying is None:
+        return None
+    return ApiError(
+        f"The model provider kept failing ({retrying.error}); Kimi gave up after {retrying.max_attempts} "
+        "attempts",
+        details={"status": retrying.status, "attempts": retrying.max_attempts},
+    )

@@ -80,8 +80,8 @@ class TurnTrace:
 def fold(trace: TurnTrace, event: WireEvent) -> str | None:
     """Apply one event to ``trace``; returns what to tell the caller about it (a new tool call), if
     anything. Every kind of event is handled: a new one fails type checking until it is."""
-    if not isinstance(event, StepBegin | StepRetrying | ThinkPart):
-        trace.retrying = None  # the provider answered again
+    if not isinstance(event, StepBegin | StepRetrying | ThinkPart | TurnEnd):
+        trace.retrying = None  # the provider answered again (a turn that ends while retrying: Kimi gave up)
     match event:
         case TurnBegin(text=text):
             if not trace.begun:

@@ -279,3 +279,36 @@ def test_kimi_code_logs_a_retry_and_the_fold_remembers_it_until_the_provider_ans
     assert trace.retrying == event
     fold(trace, TextPart("at last"))
     assert trace.retrying is None
+
+
+LEGACY_GIVE_UP = [  # kimi-cli 1.50, three 429s in a row (a loaded run caught a success reported here)
+    '{"timestamp": 1.0, "message": {"type": "StepRetry", "payload": {"n": 1, "next_attempt": 2, '
+    '"max_attempts": 3, "wait_s": 0.3, "error_type": "APIStatusError", "status_code": 429}}}',
+    '{"timestamp": 2.0, "message": {"type": "StepRetry", "payload": {"n": 1, "next_attempt": 3, '
+    '"max_attempts": 3, "wait_s": 0.7, "error_type": "APIStatusError", "status_code": 429}}}',
+    '{"timestamp": 3.0, "message": {"type": "StepInterrupted", "payload": {}}}',
+    '{"timestamp": 3.1, "message": {"type": "TurnEnd", "payload": {}}}',
+]
+
+
+def test_legacy_logs_its_retries_and_a_turn_that_ends_while_retrying_is_an_api_error() -> None:
+    from kimi_mcp.drivers.base import KimiInstall, StepRetrying
+    from kimi_mcp.session._turn import _gave_up
+
+    driver = LegacyDriver(KimiInstall("/k", "1.50.0", "legacy"))
+    events = [event for line in LEGACY_GIVE_UP for event in driver.events(line)]
+    assert events[:2] == [
+        StepRetrying(1, 3, "APIStatusError 429", 429),
+        StepRetrying(2, 3, "APIStatusError 429", 429),
+    ]
+    trace = TurnTrace(begun=True, steps=[[]])
+    for event in events:
+        fold(trace, event)
+    assert trace.ended and trace.retrying == events[1]  # the turn ended on a failure, not an answer
+    error = _gave_up(trace)
+    assert error is not None and error.type == "api" and error.retryable
+    assert "APIStatusError 429" in error.message and "gave up after 3 attempts" in error.message
+    answered = TurnTrace(begun=True, steps=[[]])
+    for event in [events[0], TextPart("fine"), TurnEnd()]:
+        fold(answered, event)
+    assert _gave_up(answered) is None
