@@ -156,11 +156,11 @@ def test_review_revise_apply_conflict_and_discard(
 
 
 def test_attempts_are_ranked_by_verify_command(
-    legacy_env: dict, fake: FakeMoonshot, repo: Path, tmp_path: Path, home: Path
+    kimi: KimiUnderTest, fake: FakeMoonshot, repo: Path, tmp_path: Path
 ):
-    """Two attempts (one at a time here, so the scripted model answers each in turn): the one whose
-    verify_command passes comes first, whichever ran first."""
-    kimi = KimiUnderTest("legacy", legacy_env, home)
+    """Two attempts (one at a time here, so the scripted model answers each in turn; that they run at once
+    within KIMI_MCP_MAX_CONCURRENT is a unit test's): the one whose verify_command passes comes first,
+    whichever ran first."""
     fake.script([Reply.tool(*kimi.write("answer.txt", "wrong\n")), Reply.text_reply("first try")])
     fake.script([Reply.tool(*kimi.write("answer.txt", "42\n")), Reply.text_reply("second try")])
     before = snapshot(repo)
@@ -179,13 +179,12 @@ def test_attempts_are_ranked_by_verify_command(
     assert result["job_id"] == attempts[0]["job_id"] and result["output"] == "second try"
     assert "+42\n" in result["diff"]
     assert snapshot(repo) == before
-    assert not processes_with_home(home)
+    assert not processes_with_home(kimi.home)
 
 
 def test_a_server_killed_mid_job_leaves_no_copy_after_the_next_start(
-    legacy_env: dict, fake: FakeMoonshot, repo: Path, tmp_path: Path, home: Path
+    kimi: KimiUnderTest, fake: FakeMoonshot, repo: Path, tmp_path: Path
 ):
-    kimi = KimiUnderTest("legacy", legacy_env, home)
     fake.script([Reply.tool(*kimi.write("half.txt", "h\n")), Reply.hang()], marker="HANGS")
     state = tmp_path / "state"
     env = {"KIMI_MCP_STATE_DIR": str(state)}
@@ -207,8 +206,8 @@ def test_a_server_killed_mid_job_leaves_no_copy_after_the_next_start(
 
     with contextlib.suppress(Exception):  # the client may see its server vanish
         run(kimi, repo, tmp_path / "one.log", first_server, **env)
-    for proc in processes_with_home(home):  # Kimi lost its terminal with the server
-        proc.wait(timeout=15) if proc.is_running() else None
+    for proc in processes_with_home(kimi.home):  # Kimi lost its terminal with the server: it exits
+        proc.wait(timeout=15)
     assert len(list(copies.iterdir())) == 1
 
     async def second_server(client: Client):
@@ -221,6 +220,7 @@ def test_a_server_killed_mid_job_leaves_no_copy_after_the_next_start(
     assert list(copies.iterdir()) == []
     assert listed["jobs"][0]["status"] == "interrupted"
     assert git(repo, "worktree", "list").count("\n") == 1
+    assert not processes_with_home(kimi.home)
 
 
 def test_worktree_needs_a_git_repository(
