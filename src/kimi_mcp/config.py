@@ -56,6 +56,10 @@ class ConfigError(Exception):
         self.problems = problems or [message]
 
 
+MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
+"""A model name: it reaches Kimi's command line, or its login menu as keystrokes, so no control bytes."""
+
+
 class Settings(BaseModel):
     kimi_bin: str | None = Field(default=None, description="Path to the kimi binary (else `kimi` on PATH)")
     dialect: Dialect = Field(default="auto", description="auto | legacy (kimi-cli 1.50) | kimi-code (2.x)")
@@ -154,7 +158,7 @@ class Settings(BaseModel):
     model: str | None = Field(
         default=None,
         max_length=128,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$",
+        pattern=MODEL_PATTERN,
         description="The model for calls that name none (Kimi's -m: one of its model aliases or model names), "
         "and the one the automated login picks; unset: Kimi's default model",
     )

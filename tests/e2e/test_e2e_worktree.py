@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
+from git_helpers import git
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
 
@@ -28,21 +28,11 @@ pytestmark = pytest.mark.e2e
 APP = "def greet():\n    return 'hi'\n\n\ndef main():\n    print(greet())\n"
 
 
-def git(repo: Path, *args: str) -> str:
-    """git in the user's repository, never refreshing its index (``git status`` would rewrite it)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env
-    ).stdout
-
-
 @pytest.fixture
 def repo(workspace: Path) -> Path:
     """The workspace as a repository: a committed file with an uncommitted edit, an untracked file and an
     ignored build directory."""
     git(workspace, "init", "-q", "-b", "main")
-    git(workspace, "config", "user.email", "me@example.com")
-    git(workspace, "config", "user.name", "Me")
     (workspace / "app.py").write_text(APP)
     (workspace / ".gitignore").write_text("build/\n")
     git(workspace, "add", ".")

@@ -253,9 +253,7 @@ class SessionPool:
             return None
         if live.key.model != model:
             log.info("the live Kimi session runs another model; resuming it with %s", model or "the default")
-            closing = live.halt(self.halt_wait)
-            if closing is not None:
-                closing.close()  # now, not in the background: the resumed Kimi must not overlap it
+            self._close_now(live)  # not in the background: the resumed Kimi must not overlap it
             return None
         session = live.halt(self.halt_wait)
         if session is None or not session.ready_again(limit=1.0):
@@ -269,9 +267,13 @@ class SessionPool:
         with self._lock:
             live = self._live.pop(session_id, None)
         if live is not None:
-            session = live.halt(self.halt_wait)
-            if session is not None:
-                session.close()
+            self._close_now(live)
+
+    def _close_now(self, live: _Standby) -> None:
+        """Stop a live session's idle loop and let Kimi exit (it saves the conversation), waiting for it."""
+        session = live.halt(self.halt_wait)
+        if session is not None:
+            session.close()
 
     def live(self, session_id: str) -> bool:
         with self._lock:

@@ -114,7 +114,7 @@ def prune_copies(mcp: FastMCP) -> list[str]:
     """Remove the stale isolated copies of worktree jobs (see ``_isolation.prune_copies``); the server's
     tools must be loaded."""
     from ._isolation import prune_copies as prune
-    from ._pipeline import backend_of
+    from ._pipeline import current_backend
 
-    backend = backend_of(mcp)
+    backend = current_backend(mcp)
     return prune(backend.jobs, backend.settings)

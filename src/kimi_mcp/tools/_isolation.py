@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput
-from ..jobs import FINISHED, JobManager, owner_alive
+from ..jobs import FINISHED, JobManager
 from ..models import AttemptSummary, TaskResult, VerifyOutcome, WorktreeInfo
 from ..task import TaskRequest
 
@@ -64,15 +64,11 @@ def isolation_for(
     return Isolation(mode, attempts, verify_command)
 
 
-def copies_dir(settings: Settings) -> Path:
-    return state_dir(settings)
-
-
 def check_repository(workspace: Path, settings: Settings) -> None:
     """Refuse a worktree job whose workspace is not in a git work tree (before any job starts)."""
     from .. import worktree
 
-    worktree.repo_top(workspace, copies_dir(settings))
+    worktree.repo_top(workspace, state_dir(settings))
 
 
 def run_isolated(
@@ -87,7 +83,7 @@ def run_isolated(
     the workspace as always) and the workspace inside the copy."""
     from .. import worktree
 
-    state = copies_dir(settings)
+    state = state_dir(settings)
     if isolation.copy is not None:
         copy = worktree.load(state, isolation.copy)
     else:
@@ -151,7 +147,7 @@ def prune_copies(jobs: JobManager, settings: Settings) -> list[str]:
     kimi_apply; copies another live server is working in stay too."""
     from .. import worktree
 
-    state = copies_dir(settings)
+    state = state_dir(settings)
     if not (state / worktree.WORKTREES_DIR).is_dir():
         return []
     store = jobs.store  # opening it records dead servers' jobs as interrupted and prunes old ones
@@ -163,7 +159,7 @@ def prune_copies(jobs: JobManager, settings: Settings) -> list[str]:
         latest = (store.latest_for_session(record.session_id) if record.session_id else None) or record
         if latest.status in FINISHED:
             return latest.status != "interrupted"
-        return owner_alive(latest.owner)
+        return not jobs.orphaned(latest)  # running in a live server (a dead one's: interrupted at open)
 
     removed = worktree.prune(state, keep)
     if removed:

@@ -9,6 +9,8 @@ from fastmcp.tools.base import ToolResult
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from ..config import MODEL_PATTERN
+
 WorkDir = Annotated[
     str | None,
     Field(description="Workspace directory (default: the client's root, KIMI_MCP_WORKSPACE or cwd)"),
@@ -22,8 +24,6 @@ WaitS = Annotated[
         "kimi_job(job_id) waits for it",
     ),
 ]
-MODEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/@+-]*$"
-"""A model name: it reaches Kimi's command line, or its login menu as keystrokes, so no control bytes."""
 Model = Annotated[
     str | None,
     Field(

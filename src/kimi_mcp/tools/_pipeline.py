@@ -74,10 +74,6 @@ def bind(mcp: FastMCP, backend: Backend) -> None:
     _backends[mcp] = backend
 
 
-def backend_of(mcp: FastMCP) -> Backend:
-    return _backends[mcp]
-
-
 def shutdown_jobs() -> None:
     """Record the jobs still running in every server of this process as interrupted (server exit)."""
     for backend in list(_backends.values()):

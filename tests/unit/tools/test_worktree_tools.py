@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastmcp import Client
+from git_helpers import git
 
 from kimi_mcp import worktree
 from kimi_mcp.config import Settings, state_dir
@@ -23,22 +22,12 @@ from kimi_mcp.server import create_server
 from kimi_mcp.tools import prune_copies
 
 
-def git(repo: Path, *args: str) -> str:
-    """git in the user's repository, never refreshing its index (``git status`` would rewrite it)."""
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
-    return subprocess.run(
-        ["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env
-    ).stdout
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A repository with a committed file, an uncommitted edit to it and an untracked file."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "me@example.com")
-    git(repo, "config", "user.name", "Me")
     (repo / "app.py").write_text("one\ntwo\nthree\nfour\nfive\n")
     git(repo, "add", "app.py")
     git(repo, "commit", "-q", "-m", "first")

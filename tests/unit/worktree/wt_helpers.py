@@ -6,8 +6,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from pathlib import Path
+
+from git_helpers import git, git_env  # noqa: F401 - the worktree tests import them from here
 
 README = "".join(f"line {i}\n" for i in range(1, 11))
 APP_COMMITTED = "def main():\n    return 1\n"
@@ -15,36 +16,6 @@ APP_EDITED = "def main():\n    return 2  # uncommitted edit\n"
 UTIL = "".join(f"def f{i}():\n    return {i}\n\n" for i in range(8))
 MOD = "".join(f"value_{i} = {i}\n" for i in range(12))
 LOGO = bytes(range(256)) * 4
-
-
-def git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_CONFIG_GLOBAL=os.devnull,
-        GIT_AUTHOR_NAME="Test",
-        GIT_AUTHOR_EMAIL="test@example.invalid",
-        GIT_COMMITTER_NAME="Test",
-        GIT_COMMITTER_EMAIL="test@example.invalid",
-        GIT_AUTHOR_DATE="@1700000000 +0000",
-        GIT_COMMITTER_DATE="@1700000000 +0000",
-    )
-    return env
-
-
-def git(cwd: Path, *args: str) -> str:
-    """Run git (read-only commands with --no-optional-locks, so they never refresh the index)."""
-    done = subprocess.run(
-        ["git", "--no-optional-locks", *args],
-        cwd=cwd,
-        env=git_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, f"git {args} failed: {done.stderr}"
-    return done.stdout
 
 
 def write(path: Path, content: str | bytes, mode: int | None = None) -> Path:
