@@ -4,7 +4,8 @@ pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is
 after ``initialize``*, so a client's connect does not wait for the tool modules, their result models and
 schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject
 every write or command at the approval layer; the job tools (``jobs``) wait for, list and continue jobs;
-``worktrees`` applies or discards isolated jobs."""
+``worktrees`` applies or discards isolated jobs. The Kimi tools also run as MCP tasks (``_tasks``), for a
+client that asks for one."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from ..config import Settings
 from ..errors import KimiMCPError
+from ._tasks import JobTasks
 
 if TYPE_CHECKING:
     from ._mcp import RunTask
@@ -65,6 +67,7 @@ def register_tools(
     with it. They are loaded at the server's first request other than ``initialize``, then ``on_load()``
     runs."""
     names = enabled_tools(settings)
+    mcp.add_extension(JobTasks(ttl_ms=int(settings.job_ttl_days * 86_400_000)))
 
     def load() -> None:
         _load(mcp, names, settings, run, problem)

@@ -27,6 +27,7 @@ from ..models import Evidence, StructuredResult, TaskResult
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
+from . import _tasks as tasks
 from ._isolation import Isolation, check_repository, ranked, run_isolated, summary
 from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
 from ._params import Reply
@@ -168,6 +169,15 @@ class Call:
             raise
         return self.done(await snapshot(job))
 
+    async def reply(self, jobs: list[Job], wait_s: float | None) -> ToolResult:
+        """Answer for the submitted ``jobs``: when the call runs as an MCP task, at once (the tasks extension
+        replies with the task); else after waiting for them (:meth:`wait`, :meth:`wait_all`)."""
+        if tasks.started(self, jobs):
+            return ToolResult(content=[])  # never sent: the tasks extension answers with the task
+        if len(jobs) == 1:
+            return await self.wait(jobs[0], wait_s)
+        return await self.wait_all(jobs, wait_s)
+
     async def wait_all(self, jobs: list[Job], wait_s: float | None) -> ToolResult:
         """Parallel attempts: wait for all of them (as :meth:`wait`), then reply with the best one's result
         listing every attempt, best first (while some still run: the first running one's status)."""
@@ -180,13 +190,12 @@ class Call:
             for job in jobs:
                 await cancel_and_wait(job)
             raise
-        results = [await snapshot(job) for job in jobs]
-        finished = ranked([r for r in results if r.status not in ("running", "queued")])
-        going = [r for r in results if r.status in ("running", "queued")]
-        order = [*finished, *going]
-        lead = (going[0] if going else order[0]).model_copy(deep=True)
-        lead.attempts = [summary(r) for r in order]
-        return self.done(lead)
+        return self.done(combined([await snapshot(job) for job in jobs]))
+
+    def finished_reply(self, jobs: list[Job]) -> ToolResult:
+        """The reply for ``jobs`` once all of them are done (a task's result; in a worker thread)."""
+        results = [job.snapshot() for job in jobs]
+        return self.done(results[0] if len(results) == 1 else combined(results))
 
     def fail(self, exc: KimiMCPError) -> ToolResult:
         self.redactor.add(configured_secrets(os.environ))
@@ -244,9 +253,18 @@ async def run_tool(
         ]
     except KimiMCPError as exc:
         return call.fail(exc)
-    if len(jobs) == 1:
-        return await call.wait(jobs[0], wait_s)
-    return await call.wait_all(jobs, wait_s)
+    return await call.reply(jobs, wait_s)
+
+
+def combined(results: list[TaskResult]) -> TaskResult:
+    """Parallel attempts as one result: the best one's, listing every attempt best first (while some still
+    run: the first running one's status)."""
+    finished = ranked([r for r in results if r.status not in ("running", "queued")])
+    going = [r for r in results if r.status in ("running", "queued")]
+    order = [*finished, *going]
+    lead = (going[0] if going else order[0]).model_copy(deep=True)
+    lead.attempts = [summary(r) for r in order]
+    return lead
 
 
 async def snapshot(job: Job) -> TaskResult:

@@ -36,7 +36,7 @@ from ..models import (
 from ..workspace import resolve_workspace
 from ._isolation import Isolation, copy_of
 from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
-from ._params import MODEL_PATTERN, Files, Reply, WaitS, reads, writes
+from ._params import MODEL_PATTERN, TASK, Files, Reply, WaitS, reads, writes
 from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
 
 #: the result type of each tool's jobs (every other tool returns a plain TaskResult)
@@ -144,6 +144,7 @@ async def kimi_jobs(
         "like kimi_code_task. Live conversations are answered at once; older ones are resumed."
     ),
     annotations=writes("Kimi: continue a conversation"),
+    task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
 async def kimi_continue(
@@ -179,7 +180,7 @@ async def kimi_continue(
         )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
-    return await call.wait(job, wait_s)
+    return await call.reply([job], wait_s)
 
 
 # -- lookups -------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .. import answers, prompts
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
-from ._params import Files, Model, Reply, WaitS, WorkDir, reads
+from ._params import TASK, Files, Model, Reply, WaitS, WorkDir, reads
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
@@ -39,6 +39,7 @@ class ExchangeTurn(BaseModel):
         "with file:line, and evidence of what Kimi read."
     ),
     annotations=reads("Kimi: analyse code"),
+    task=TASK,
     output_schema=AnalysisResult.model_json_schema(),
 )
 async def kimi_analyze_code(
@@ -76,6 +77,7 @@ async def kimi_analyze_code(
         "findings with file:line, and the unmet requirements. Kimi cannot write files or run commands."
     ),
     annotations=reads("Kimi: verify requirements"),
+    task=TASK,
     output_schema=VerifyResult.model_json_schema(),
 )
 async def kimi_verify(
@@ -124,6 +126,7 @@ async def kimi_verify(
         "response, key risks, assumptions, alternatives, confidence and evidence."
     ),
     annotations=reads("Kimi: consult"),
+    task=TASK,
     output_schema=ConsultResult.model_json_schema(),
 )
 async def kimi_consult(

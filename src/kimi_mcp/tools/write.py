@@ -17,6 +17,7 @@ from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
 from ._isolation import Isolation, isolation_for
 from ._params import (
+    TASK,
     Attempts,
     Files,
     IsolationArg,
@@ -38,6 +39,7 @@ from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, stru
         "(within size budgets; secrets withheld), plus evidence of the tools it ran."
     ),
     annotations=writes("Kimi: coding task"),
+    task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
 async def kimi_code_task(
@@ -78,6 +80,7 @@ async def kimi_code_task(
         "With include_workspace_context, a listing of the workspace's files is added to the prompt."
     ),
     annotations=writes("Kimi: prompt"),
+    task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
 async def kimi_prompt(
@@ -110,6 +113,7 @@ async def kimi_prompt(
         "safety_checks (default), Kimi is told to preserve behaviour and the public API."
     ),
     annotations=writes("Kimi: refactor a file"),
+    task=TASK,
     output_schema=RefactorResult.model_json_schema(),
 )
 async def kimi_refactor(
@@ -166,6 +170,7 @@ async def kimi_refactor(
         "and the code changes (with diffs of the relevant files), plus every changed file."
     ),
     annotations=writes("Kimi: debug and fix"),
+    task=TASK,
     output_schema=DebugResult.model_json_schema(),
 )
 async def kimi_debug(

@@ -1,0 +1,332 @@
+"""MCP tasks (the ``io.modelcontextprotocol/tasks`` extension, SEP-2663): a Kimi call that a client asks
+to run as a task becomes a *background task whose id is its job's id*.
+
+The call runs inline up to the job's submission (arguments, workspace and the client's roots, context
+files, prompt: an error or a roots request is answered at once, as without tasks); then, instead of
+waiting, the ``tools/call`` returns a ``CreateTaskResult``. ``tasks/get`` reads the job (its progress as
+``statusMessage``; once finished, the tool's own result, budget and masking included), ``tasks/cancel``
+interrupts its turn like ``kimi_job(action="cancel")``. A task is the job: ``kimi_job`` and ``kimi_jobs``
+see it, and the job store keeps its result whatever becomes of the task. A client that does not declare the
+extension on a call (handshake-era connections, ``claude -p``) gets today's behaviour (``wait_s``).
+
+Nothing of ``fastmcp-tasks`` (Docket) is imported: its import costs seconds at every start, it runs the tool
+body as a queued execution and re-enters it per answer, while here the job already is the durable,
+cancellable unit of work. What the SDK lacks, producing the claimed ``resultType: "task"`` result on
+``tools/call`` (it only consumes it), is :func:`_allow_task_results`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import mcp_types
+import mcp_types.methods as _methods
+from fastmcp.server.dependencies import _is_client_tool_call
+from fastmcp.server.extensions import MethodBinding, ServerExtension, read_client_extension_settings
+from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, RequestParams, Result
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ConfigDict, Field
+
+from .._logging import get_logger
+
+if TYPE_CHECKING:
+    from fastmcp import Context
+    from fastmcp.server.extensions import ToolCallContinuation, ToolCallOutcome
+    from fastmcp.tools.base import Tool
+
+    from ..jobs import Job
+    from ._pipeline import Call
+
+log = get_logger("tasks")
+
+FILES_EVERY_S = 2.0  # the files-changed-so-far part of a status message is refreshed at most this often
+CANCEL_WAIT_S = 3.0  # tasks/cancel acknowledges once the job stopped, or after this long
+STATUS_CHARS = 300  # a status message is one line a client shows as it is
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+
+
+# -- the wire shapes (SEP-2663: flat task fields, camelCase) -------------------------------------------
+class _TaskFields(Result):
+    model_config = ConfigDict(populate_by_name=True)
+
+    task_id: str = Field(serialization_alias="taskId")
+    status: TaskStatus
+    created_at: str = Field(serialization_alias="createdAt")
+    last_updated_at: str = Field(serialization_alias="lastUpdatedAt")
+    ttl_ms: int | None = Field(serialization_alias="ttlMs")
+    status_message: str | None = Field(default=None, serialization_alias="statusMessage")
+    poll_interval_ms: int | None = Field(default=None, serialization_alias="pollIntervalMs")
+
+
+class CreateTaskResult(_TaskFields):
+    """The ``tools/call`` result of a call that became a task."""
+
+    result_type: Literal["task"] = Field(default="task", serialization_alias="resultType")
+
+
+class GetTaskResult(_TaskFields):
+    """``tasks/get``: the task, with the tool's result inlined once it completed."""
+
+    result_type: Literal["complete"] = Field(default="complete", serialization_alias="resultType")
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = Field(default=None, serialization_alias="inputRequests")
+
+
+class AckResult(Result):
+    """``tasks/update`` and ``tasks/cancel``: an empty acknowledgement."""
+
+    result_type: Literal["complete"] = Field(default="complete", serialization_alias="resultType")
+
+
+class TaskParams(RequestParams):
+    model_config = ConfigDict(populate_by_name=True)
+
+    task_id: str = Field(alias="taskId")
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any] = Field(default_factory=dict, alias="inputResponses")
+
+
+# -- one task -------------------------------------------------------------------------------------------
+@dataclass
+class Task:
+    """A call running as a task: its pipeline call (for the result's budget and masking) and its jobs (one,
+    or one per attempt; the task's id is the first one's)."""
+
+    call: Call
+    jobs: list[Job]
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    cancelled: bool = False
+    poll_interval_ms: int = 1000  # how often the client should poll tasks/get (the tool's task config)
+    _files: list[str] = field(default_factory=list)
+    _files_at: float = 0.0
+    _refreshing: bool = False
+
+    @property
+    def task_id(self) -> str:
+        return self.jobs[0].job_id
+
+    def finished(self) -> bool:
+        return all(job.done.is_set() for job in self.jobs)
+
+    def status_message(self) -> str:
+        """One line: Kimi's latest activity, the elapsed time, the files changed so far (cached: listing
+        them walks the tracker, refreshed in a thread at most every ``FILES_EVERY_S``)."""
+        running = [job for job in self.jobs if not job.done.is_set()] or self.jobs
+        job = running[0]
+        self._refresh_files()
+        elapsed = time.monotonic() - job.started
+        parts = [f"{job.activity} ({elapsed:.0f}s)"]
+        if len(self.jobs) > 1:
+            parts.append(f"{len(self.jobs) - len(running)} of {len(self.jobs)} attempts done")
+        if self._files:
+            shown = ", ".join(self._files[:4]) + (
+                f" +{len(self._files) - 4} more" if len(self._files) > 4 else ""
+            )
+            parts.append(f"changed so far: {shown}")
+        parts.append(f"job {self.task_id}")
+        return " · ".join(parts)[:STATUS_CHARS]
+
+    def _refresh_files(self) -> None:
+        if self._refreshing or time.monotonic() - self._files_at < FILES_EVERY_S:
+            return
+        self._refreshing = True
+
+        def refresh() -> None:
+            try:
+                files: list[str] = []
+                for job in self.jobs:
+                    if not job.done.is_set():
+                        files.extend(p for p in job.progress(files=True).files_changed if p not in files)
+                self._files = files
+            finally:
+                self._files_at, self._refreshing = time.monotonic(), False
+
+        threading.Thread(target=refresh, name=f"kimi-task-{self.task_id}", daemon=True).start()
+
+
+_pending: ContextVar[list[Task] | None] = ContextVar("kimi_mcp_task", default=None)
+
+
+def started(call: Call, jobs: list[Job]) -> bool:
+    """Called by the pipeline once a call's jobs are submitted: ``True`` if the call runs as a task (the
+    tools/call then answers with the task at once, whatever ``wait_s`` says)."""
+    pending = _pending.get()
+    if pending is None:
+        return False
+    pending.append(Task(call, list(jobs)))
+    return True
+
+
+# -- the extension --------------------------------------------------------------------------------------
+class JobTasks(ServerExtension):
+    """The tasks extension for the tools declared with a task mode (``_params.TASK``: optional, so a call
+    becomes a task only when the client declares the extension on it). ``ttl_ms``: how long a task's
+    result stays readable (the job store's retention)."""
+
+    identifier = TASKS_EXTENSION_ID
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+        self._tasks: dict[str, Task] = {}
+        self._lock = threading.Lock()
+
+    def methods(self) -> Sequence[MethodBinding]:
+        versions = frozenset(MODERN_PROTOCOL_VERSIONS)
+        return [
+            MethodBinding("tasks/get", TaskParams, self._get, versions),
+            MethodBinding("tasks/update", UpdateParams, self._update, versions),
+            MethodBinding("tasks/cancel", TaskParams, self._cancel, versions),
+        ]
+
+    def lifespan(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return _task_results_allowed()
+
+    async def intercept_tool_call(
+        self, params: mcp_types.CallToolRequestParams, context: Context, call_next: ToolCallContinuation
+    ) -> ToolCallOutcome:
+        tool = (
+            await _task_tool(context, params.name) if _is_client_tool_call() and _opted_in(context) else None
+        )
+        if tool is None:
+            return await call_next()
+        pending: list[Task] = []
+        token = _pending.set(pending)
+        try:
+            outcome = await call_next()
+        finally:
+            _pending.reset(token)
+        if not pending:  # answered inline: an error, or the request for the client's roots
+            return outcome
+        task = pending[0]
+        task.poll_interval_ms = int(tool.task_config.poll_interval.total_seconds() * 1000)
+        with self._lock:
+            self._tasks[task.task_id] = task
+        log.info("%s runs as task %s", params.name, task.task_id)
+        return CreateTaskResult(
+            task_id=task.task_id, status="working", created_at=task.created_at,
+            last_updated_at=task.created_at, ttl_ms=self.ttl_ms, poll_interval_ms=task.poll_interval_ms,
+            status_message=task.status_message(),
+        )  # fmt: skip
+
+    # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------------
+    def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Task:
+        if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
+            raise MCPError(
+                code=mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                message=f"tasks/* needs the {TASKS_EXTENSION_ID} extension declared on the request",
+            )
+        with self._lock:
+            task = self._tasks.get(task_id)
+        if task is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Task {task_id} not found (kimi_job(job_id={task_id!r}) reads the job's result)",
+            )
+        return task
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
+        task = self._task(ctx, params.task_id)
+        fields = {
+            "task_id": task.task_id, "created_at": task.created_at, "ttl_ms": self.ttl_ms,
+            "last_updated_at": datetime.now(UTC).isoformat(), "poll_interval_ms": task.poll_interval_ms,
+        }  # fmt: skip
+        if not task.finished():
+            return GetTaskResult(status="working", status_message=task.status_message(), **fields)
+        if task.cancelled and all(job.result and job.result.status == "cancelled" for job in task.jobs):
+            return GetTaskResult(status="cancelled", status_message="cancelled", **fields)
+        reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
+        return GetTaskResult(status="completed", result=_call_tool_result(reply), **fields)
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> AckResult:
+        self._task(ctx, params.task_id)  # nothing is ever asked of a task yet: answers are ignored
+        return AckResult()
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> AckResult:
+        task = self._task(ctx, params.task_id)
+        if task.finished():
+            return AckResult()  # a finished task keeps its result
+        task.cancelled = True
+        for job in task.jobs:
+            job.cancel.set()
+        log.info("task %s cancelled by the client", task.task_id)
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        with anyio.CancelScope(shield=True):
+            while not task.finished() and time.monotonic() < deadline:
+                await anyio.sleep(0.05)
+        return AckResult()
+
+
+def _opted_in(context: Context) -> bool:
+    """A 2026-07-28 request that declares the tasks extension (handshake-era clients cannot)."""
+    rc = context.request_context
+    if rc is None or rc.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    return context.client_extension_settings(TASKS_EXTENSION_ID) is not None
+
+
+async def _task_tool(context: Context, name: str) -> Tool | None:
+    """The tool, if it may run as a task."""
+    try:
+        tool = await context.fastmcp.get_tool(name)
+    except Exception:  # an unknown tool: the call answers that
+        return None
+    return tool if tool is not None and tool.task_config.supports_tasks() else None
+
+
+def _call_tool_result(reply: Any) -> dict[str, Any]:
+    """The tool's reply (a FastMCP ``ToolResult``) as the ``CallToolResult`` a task completes with."""
+    result = mcp_types.CallToolResult(
+        content=reply.content, structured_content=reply.structured_content, is_error=reply.is_error
+    )
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+# -- producing resultType "task" on tools/call ------------------------------------------------------------
+_original_serialize: Any = None
+_holds = 0
+
+
+def _serialize(method: str, version: str, data: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """The SDK validates a modern ``tools/call`` result against ``CallToolResult | InputRequiredResult``,
+    which would strip a task to nothing: a result tagged ``resultType: "task"`` goes out as built."""
+    if (
+        not kwargs
+        and method == "tools/call"
+        and version in MODERN_PROTOCOL_VERSIONS
+        and isinstance(data, Mapping)
+        and data.get("resultType") == "task"
+    ):
+        return dict(data)
+    return _original_serialize(method, version, data, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def _task_results_allowed() -> Any:
+    """While a tasks server runs, ``tools/call`` may answer with a task (process-wide, counted: several
+    servers of one process share it)."""
+    global _original_serialize, _holds
+    if _holds == 0:
+        _original_serialize = _methods.serialize_server_result
+        _methods.serialize_server_result = _serialize
+    _holds += 1
+    try:
+        yield
+    finally:
+        _holds -= 1
+        if _holds == 0:
+            _methods.serialize_server_result = _original_serialize
