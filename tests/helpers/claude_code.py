@@ -1,6 +1,6 @@
-"""Driving the real Claude Code (headless, ``claude -p``) against the suite's fake Anthropic API, with the
-real kimi-mcp server registered the way the README says (``claude mcp add kimi -e ... -- uv run --project
-<repo> kimi-mcp``)."""
+"""Driving the real Claude Code (headless, ``claude -p``, or its interactive TUI in a pty) against the
+suite's fake Anthropic API, with the real kimi-mcp server registered the way the README says (``claude mcp
+add kimi -e ... -- uv run --project <repo> kimi-mcp``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import psutil
 from kimi_env import base_env
 
@@ -114,3 +115,69 @@ def _describe(proc: psutil.Process) -> str:
         return f"{proc.pid}: {' '.join(proc.cmdline())}"
     except psutil.Error:
         return str(proc.pid)
+
+
+class ClaudeTUI:
+    """Interactive Claude Code (its TUI in a pty, as a person runs it) in ``claude.cwd``: onboarding, the
+    trust dialog and the API key pre-accepted in its config, ``allowed`` tools pre-approved. The kimi
+    server must log to ``server_log`` (``KIMI_MCP_LOG_FILE``): a prompt is typed only once the server has
+    listed its tools to Claude Code, so the model never calls before the tools are there."""
+
+    def __init__(self, claude: ClaudeCode, allowed: tuple[str, ...], server_log: Path, **env: str) -> None:
+        self.claude, self.allowed, self.server_log = claude, allowed, server_log
+        self.env = {**claude.env, "TERM": "xterm-256color", **env}
+        self.child: Any = None
+        self.screen_log = claude.cwd.parent / "claude-tui.log"
+
+    def seed_config(self) -> None:
+        """Mark onboarding done, the workspace trusted and the fake key approved (keeps what is there)."""
+        path = Path(self.env["HOME"]) / ".claude.json"
+        config = json.loads(path.read_text()) if path.exists() else {}
+        config.update(hasCompletedOnboarding=True, theme="dark", numStartups=5)
+        config["customApiKeyResponses"] = {"approved": [FAKE_ANTHROPIC_KEY[-20:]], "rejected": []}
+        project = config.setdefault("projects", {}).setdefault(str(self.claude.cwd), {})
+        project.update(hasTrustDialogAccepted=True, hasCompletedProjectOnboarding=True)
+        path.write_text(json.dumps(config))
+
+    def start(self, timeout: float = 120) -> None:
+        self.seed_config()
+        self.child = pexpect.spawn(
+            str(self.claude.binary), ["--allowedTools", ",".join(self.allowed)], cwd=str(self.claude.cwd),
+            env=self.env, encoding="utf-8", dimensions=(50, 160), timeout=timeout,
+        )  # fmt: skip
+        self.child.logfile_read = open(self.screen_log, "a")  # noqa: SIM115 - closed in close()
+        self.child.expect("❯")  # the input box
+        self.wait_until(lambda: "tools listed to the client" in self._server_log(), timeout, "kimi's tools")
+
+    def ask(self, prompt: str) -> None:
+        self.child.send(prompt)
+        time.sleep(0.3)  # the TUI takes pasted text first, then Enter as its own key
+        self.child.send("\r")
+
+    def wait_until(self, done: Any, timeout: float, what: str) -> None:
+        """Keep reading the screen (a full pty would block Claude Code) until ``done()``."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"Claude Code: no {what} after {timeout:.0f}s (screen: {self.screen_log})"
+                )
+            try:
+                self.child.expect(pexpect.TIMEOUT, timeout=0.2)
+            except pexpect.EOF as exc:
+                raise AssertionError(f"Claude Code exited while waiting for {what}") from exc
+
+    def close(self) -> None:
+        """Leave as a person does (Ctrl-C twice), then make sure it is gone."""
+        if self.child is None:
+            return
+        with contextlib.suppress(Exception):
+            self.child.sendcontrol("c")
+            time.sleep(0.3)
+            self.child.sendcontrol("c")
+            self.child.expect(pexpect.EOF, timeout=15)
+        self.child.close(force=True)
+        self.child.logfile_read.close()
+
+    def _server_log(self) -> str:
+        return self.server_log.read_text(errors="replace") if self.server_log.exists() else ""

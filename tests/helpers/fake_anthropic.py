@@ -138,6 +138,20 @@ class FakeAnthropic(FakeHTTPServer):
     def main_requests(self) -> list[dict[str, Any]]:
         return [r for r in self.message_requests() if not is_side_request(r["body"])]
 
+    def notifications(self) -> list[str]:
+        """The ``<task-notification>`` blocks Claude Code sent its model (a background task ended), in order."""
+        found: list[str] = []
+        for request in self.main_requests():
+            for msg in request["body"].get("messages") or []:
+                if msg.get("role") != "user":
+                    continue
+                text = _content_text(msg.get("content"))
+                for part in text.split("<task-notification>")[1:]:
+                    block = part.split("</task-notification>")[0]
+                    if block not in found:
+                        found.append(block)
+        return found
+
     def results_of(self, name: str) -> list[ToolResult]:
         return [r for r in self.tool_results if r.name == name]
 

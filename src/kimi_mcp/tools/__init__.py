@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
+from .._logging import get_logger
 from ..config import Settings
 from ..errors import KimiMCPError
 from ._tasks import JobTasks
 
 if TYPE_CHECKING:
     from ._mcp import RunTask
+
+log = get_logger("tools")
 
 __all__ = ["ALL_TOOLS", "TOOLS", "enabled_tools", "prune_copies", "register_tools", "shutdown_jobs"]
 
@@ -97,12 +100,17 @@ class _LoadTools(Middleware):
     def __init__(self, load: Callable[[], None]) -> None:
         self._load = load
         self.loaded = False
+        self.listed = False
 
     async def on_request(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         if not self.loaded and context.method not in ("initialize", "ping"):
             self.loaded = True
             self._load()
-        return await call_next(context)
+        result = await call_next(context)
+        if context.method == "tools/list" and not self.listed:
+            self.listed = True
+            log.info("tools listed to the client")
+        return result
 
 
 def shutdown_jobs() -> None:
