@@ -55,3 +55,28 @@ def test_a_call_with_the_servers_variables_passed_by_e(
     assert report["success"] is True, report["problems"]
     assert report["dialect"] == "legacy" and report["kimi_version"] == "1.50.0"
     assert report["login"] == "logged in: kimi-k2-fake (from KIMI_MODEL_NAME)"  # only what -e passed
+
+
+def test_a_kimi_call_in_the_modern_era_completes_as_a_task(
+    inspector, legacy_env: dict, fake, workspace: Path, home: Path, tmp_path: Path
+):
+    from fake_moonshot import Reply
+
+    fake.script(
+        [Reply.tool("WriteFile", {"path": "made.txt", "content": "made\n"}), Reply.text_reply("Made it.")]
+    )
+    log = tmp_path / "server.log"
+    passed = [f"-e{key}={value}" for key, value in legacy_env.items() if key.startswith(("KIMI_", "XDG_"))]
+    passed += [f"-eHOME={home}", f"-eKIMI_MCP_LOG_FILE={log}"]
+    task = json.dumps({"task_description": "Create made.txt", "work_dir": str(workspace)})
+    args = [
+        *passed, SERVER, "--protocol-era", "modern", "--method", "tools/call", "--tool-name", "kimi_code_task",
+        "--tool-args-json", task, "--format", "json", "-q",
+    ]  # fmt: skip
+    done = inspect(inspector, home, workspace, *args)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(done.stdout)["result"]
+    assert result["structuredContent"]["status"] == "done", result
+    assert result["structuredContent"]["files_created"] == ["made.txt"]
+    job_id = result["structuredContent"]["job_id"]
+    assert f"kimi_code_task runs as task {job_id}" in log.read_text()
