@@ -16,7 +16,8 @@ INSTRUCTIONS = (
     "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
     "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
     "same Kimi conversation; kimi_jobs lists recent jobs. With isolation='worktree' a write tool runs Kimi on "
-    "an isolated copy of the git tree and returns a diff: kimi_apply(job_id) lands it, kimi_discard drops it."
+    "an isolated copy of the git tree and returns a diff: kimi_apply(job_id) lands it, kimi_discard drops it. "
+    "Clients that support MCP tasks get each Kimi call as a background task (its task id is the job_id)."
 )
 
 
