@@ -52,6 +52,7 @@ log = get_logger("tasks")
 
 FILES_EVERY_S = 2.0  # the files-changed-so-far part of a status message is refreshed at most this often
 CANCEL_WAIT_S = 3.0  # tasks/cancel acknowledges once the job stopped, or after this long
+KEEP_FINISHED = 64  # finished tasks kept in memory; older ones are answered from the job store
 STATUS_CHARS = 300  # a status message is one line a client shows as it is
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
@@ -122,6 +123,14 @@ class Task:
 
     def finished(self) -> bool:
         return all(job.done.is_set() for job in self.jobs)
+
+    def status(self) -> tuple[TaskStatus, str]:
+        """The task's status and status message (``completed`` also for a failed job: its result says so)."""
+        if not self.finished():
+            return "working", self.status_message()
+        if self.cancelled and all(job.result and job.result.status == "cancelled" for job in self.jobs):
+            return "cancelled", "cancelled"
+        return "completed", "done"
 
     def status_message(self) -> str:
         """One line: Kimi's latest activity, the elapsed time, the files changed so far (cached: listing
@@ -215,6 +224,9 @@ class JobTasks(ServerExtension):
         task = pending[0]
         task.poll_interval_ms = int(tool.task_config.poll_interval.total_seconds() * 1000)
         with self._lock:
+            finished = [key for key, kept in self._tasks.items() if kept.finished()]
+            for key in finished[: max(0, len(finished) - KEEP_FINISHED)]:  # oldest first
+                del self._tasks[key]
             self._tasks[task.task_id] = task
         log.info("%s runs as task %s", params.name, task.task_id)
         return CreateTaskResult(
@@ -224,40 +236,77 @@ class JobTasks(ServerExtension):
         )  # fmt: skip
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------------
-    def _task(self, ctx: ServerRequestContext[Any, Any], task_id: str) -> Task:
+    def _check(self, ctx: ServerRequestContext[Any, Any]) -> None:
         if read_client_extension_settings(ctx, TASKS_EXTENSION_ID) is None:
             raise MCPError(
                 code=mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY,
                 message=f"tasks/* needs the {TASKS_EXTENSION_ID} extension declared on the request",
             )
+
+    def _task(self, task_id: str) -> Task | None:
         with self._lock:
-            task = self._tasks.get(task_id)
-        if task is None:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"Task {task_id} not found (kimi_job(job_id={task_id!r}) reads the job's result)",
-            )
-        return task
+            return self._tasks.get(task_id)
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
-        task = self._task(ctx, params.task_id)
-        fields = {
-            "task_id": task.task_id, "created_at": task.created_at, "ttl_ms": self.ttl_ms,
-            "last_updated_at": datetime.now(UTC).isoformat(), "poll_interval_ms": task.poll_interval_ms,
-        }  # fmt: skip
-        if not task.finished():
-            return GetTaskResult(status="working", status_message=task.status_message(), **fields)
-        if task.cancelled and all(job.result and job.result.status == "cancelled" for job in task.jobs):
-            return GetTaskResult(status="cancelled", status_message="cancelled", **fields)
-        reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
-        return GetTaskResult(status="completed", result=_call_tool_result(reply), **fields)
+        self._check(ctx)
+        task = self._task(params.task_id)
+        if task is None:
+            return await self._stored(params.task_id)
+        now = datetime.now(UTC).isoformat()
+        status, message = task.status()
+        result = None
+        if status == "completed":
+            reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
+            result = _call_tool_result(reply)
+        return GetTaskResult(
+            task_id=task.task_id, status=status, status_message=message, result=result,
+            created_at=task.created_at, last_updated_at=now, ttl_ms=self.ttl_ms,
+            poll_interval_ms=task.poll_interval_ms,
+        )  # fmt: skip
+
+    async def _stored(self, task_id: str) -> GetTaskResult:
+        """A task this server no longer holds (finished long ago, or started before a restart): its job,
+        from the job store."""
+        from ..jobs import FINISHED
+        from ._pipeline import current_backend
+        from .jobs import stored_reply
+
+        try:
+            backend = current_backend(self.server)
+            record = await anyio.to_thread.run_sync(backend.jobs.store.get, task_id)
+        except Exception:  # no tools loaded yet, or no store: nothing to find
+            record = None
+        if record is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Task {task_id} not found (kimi_jobs lists the jobs kept; a task's id is its job_id)",
+            )
+        created = datetime.fromtimestamp(record.started_at, UTC).isoformat()
+        fields = {"task_id": task_id, "created_at": created, "ttl_ms": self.ttl_ms, "poll_interval_ms": 1000}
+        now = datetime.now(UTC).isoformat()
+        if record.status not in FINISHED:
+            activity = (record.progress or {}).get("activity") or record.status
+            return GetTaskResult(
+                status="working", status_message=f"{activity} · job {task_id}", last_updated_at=now, **fields
+            )
+        reply = await anyio.to_thread.run_sync(stored_reply, backend, record)
+        return GetTaskResult(
+            status="completed", status_message=record.status, result=_call_tool_result(reply),
+            last_updated_at=now, **fields,
+        )  # fmt: skip
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> AckResult:
-        self._task(ctx, params.task_id)  # nothing is ever asked of a task yet: answers are ignored
+        self._check(ctx)  # nothing is ever asked of a task yet: answers are ignored
+        if self._task(params.task_id) is None:
+            await self._stored(params.task_id)  # unknown: the same error as tasks/get
         return AckResult()
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> AckResult:
-        task = self._task(ctx, params.task_id)
+        self._check(ctx)
+        task = self._task(params.task_id)
+        if task is None:
+            await self._stored(params.task_id)  # unknown: an error; a job of the store: nothing to stop here
+            return AckResult()
         if task.finished():
             return AckResult()  # a finished task keeps its result
         task.cancelled = True

@@ -79,7 +79,6 @@ async def kimi_job(
             return scope
     except KimiMCPError as exc:
         return _failure(backend, exc)
-    cls = RESULT_TYPES.get(record.tool, TaskResult)
     job = jobs.local(job_id)
     if job is not None:  # running in this server
         if action == "cancel":
@@ -92,7 +91,12 @@ async def kimi_job(
         record = await _poll(ctx, backend, job_id, CANCEL_WAIT_S)
     elif action == "wait" and record.status not in FINISHED:
         record = await _poll(ctx, backend, job_id, wait_s)
-    return to_tool_result(record_result(record, cls), backend.settings)
+    return stored_reply(backend, record)
+
+
+def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:
+    """A job as its tool would reply, from the store: the whole result once finished, else its progress."""
+    return to_tool_result(record_result(record, RESULT_TYPES.get(record.tool, TaskResult)), backend.settings)
 
 
 @tool(

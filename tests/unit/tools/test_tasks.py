@@ -6,6 +6,7 @@ errors before the job starts, calls without the extension, and the other tools a
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from fastmcp_tasks.client import _send_get
 from mcp.shared.exceptions import MCPError
 from task_client import call_tool_task, tasks_extension
 from test_jobs_tools import GatedRunner
+from test_worktree_tools import EditingRunner
 
 from kimi_mcp.config import Settings
 from kimi_mcp.models import ErrorInfo, TaskResult
 from kimi_mcp.server import create_server
+from kimi_mcp.tools import _tasks
 
 
 def run(body) -> Any:
@@ -192,7 +195,59 @@ def test_tasks_get_of_an_unknown_task_is_a_clear_error(workspace: Path) -> None:
     async def body():
         async with tasks_client(GatedRunner(workspace)) as client:
             await client.list_tools()
-            with pytest.raises(MCPError, match="Task job_nope not found.*kimi_job"):
+            with pytest.raises(MCPError, match="Task job_nope not found.*kimi_jobs"):
                 await _send_get(client.session, "job_nope")
 
     run(body)
+
+
+def test_attempts_run_as_one_task_whose_result_ranks_them(repo: Path) -> None:
+    runner = EditingRunner(
+        [{"a.txt": "x\n" * 5}, {"a.txt": "x\n" * 2, "ok": "1"}, {"a.txt": "x\n", "ok": "1"}],
+        barrier=threading.Barrier(3),
+    )
+
+    async def body():
+        async with tasks_client(runner, Settings(max_concurrent=3)) as client:
+            args = {
+                "prompt": "x", "work_dir": str(repo), "isolation": "worktree", "attempts": 3,
+                "verify_command": "test -f ok",
+            }  # fmt: skip
+            task = await call_tool_task(client, "kimi_prompt", args)
+            working = await task.status()
+            return task, working, (await task.result()).structured_content
+
+    task, working, result = run(body)
+    attempts = result["attempts"]
+    assert len(attempts) == 3 and task.task_id in {a["job_id"] for a in attempts}
+    assert working.status in ("working", "completed")
+    assert [a["verify"]["passed"] for a in attempts] == [
+        True,
+        True,
+        False,
+    ]  # ranked as a direct call ranks them
+    assert result["job_id"] == attempts[0]["job_id"] and result["verify"]["passed"] is True
+
+
+def test_a_task_the_server_no_longer_holds_is_read_from_the_job_store(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tasks, "KEEP_FINISHED", 1)
+    runner = GatedRunner(workspace)
+    runner.gate.set()
+
+    async def body():
+        args = {"task_description": "x", "work_dir": str(workspace)}
+        async with Client(create_server(Settings(), run=runner)) as plain:
+            direct = await tool(plain, "kimi_code_task", args)  # a job, never a task
+        async with tasks_client(runner) as client:
+            tasks = [await call_tool_task(client, "kimi_code_task", args) for _ in range(3)]
+            results = [(await task.result()).structured_content for task in tasks]
+            await call_tool_task(client, "kimi_code_task", args)  # evicts the oldest finished tasks
+            evicted = await _send_get(client.session, tasks[0].task_id)
+            from_store = await _send_get(client.session, direct["job_id"])
+            return results, evicted, direct, from_store
+
+    results, evicted, direct, from_store = run(body)
+    assert evicted.status == "completed" and evicted.result["structuredContent"] == results[0]
+    assert from_store.status == "completed" and from_store.result["structuredContent"] == direct

@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 from fastmcp import Client
 from git_helpers import git
 
@@ -20,20 +19,6 @@ from kimi_mcp.config import Settings, state_dir
 from kimi_mcp.models import TaskResult
 from kimi_mcp.server import create_server
 from kimi_mcp.tools import prune_copies
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A repository with a committed file, an uncommitted edit to it and an untracked file."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "app.py").write_text("one\ntwo\nthree\nfour\nfive\n")
-    git(repo, "add", "app.py")
-    git(repo, "commit", "-q", "-m", "first")
-    (repo / "app.py").write_text("ONE\ntwo\nthree\nfour\nfive\n")  # uncommitted
-    (repo / "notes.txt").write_text("untracked\n")
-    return repo
 
 
 def tree_hashes(root: Path) -> dict[str, str]:
