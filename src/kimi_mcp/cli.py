@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 
 from . import __version__
 
@@ -21,6 +22,11 @@ INSTRUCTIONS = (
 )
 
 
+#: the subcommands besides serving (the default): name → (module, help); each module has
+#: ``add_arguments(parser)`` and ``run(args) -> int``, imported only when its command runs
+COMMANDS: dict[str, tuple[str, str]] = {}
+
+
 def parser() -> argparse.ArgumentParser:
     commands = argparse.ArgumentParser(prog="kimi-mcp", description=INSTRUCTIONS)
     commands.add_argument("--http", action="store_true", help="serve Streamable HTTP instead of stdio")
@@ -32,11 +38,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="check the configuration and the Kimi install (no model call), print what is wrong, and exit",
     )
+    if COMMANDS:
+        sub = commands.add_subparsers(dest="command", metavar="COMMAND", help="(default: serve MCP)")
+        for name, (module, summary) in COMMANDS.items():
+            command = sub.add_parser(name, help=summary, description=summary)
+            command.set_defaults(module=module)
+            importlib.import_module(f"{__package__}.{module}").add_arguments(command)
     return commands
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
+    if getattr(args, "command", None):
+        raise SystemExit(importlib.import_module(f"{__package__}.{args.module}").run(args))
     if args.check:
         raise SystemExit(check())
     from .server import serve  # FastMCP and the rest load only to serve
