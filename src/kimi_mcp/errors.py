@@ -40,7 +40,7 @@ class InstallError(KimiMCPError):
     type = "install"
     default_suggestion = (
         "Install Kimi Code CLI (npm i -g @moonshot-ai/kimi-code, Node >= 22.19) or the legacy kimi-cli "
-        "(uv tool install --python 3.13 kimi-cli==1.50.0), then put `kimi` on PATH or set KIMI_MCP_KIMI_BIN."
+        "(uv tool install --python 3.13 kimi-cli==1.51.0), then put `kimi` on PATH or set KIMI_MCP_KIMI_BIN."
     )
 
 

