@@ -53,16 +53,74 @@ class ContentReport:
 def collect_contents(
     root: Path, paths: Iterable[str], options: TrackerOptions = DEFAULT_OPTIONS
 ) -> ContentReport:
-    """Read created/modified files for the result, in the given priority order, within the budgets.
+    """Read created/modified files for the result within the budgets, cut fairly: every file gets the same
+    head length (one that fits ``max_total_chars`` in all, at most ``max_file_chars``), so no file is cut
+    or left out while another stays longer than it.
 
     Secrets are never opened; symlinks and anything resolving outside ``root`` get no content and are listed
     in ``binary_files``; files that vanished since the diff (or are no longer regular files) are skipped.
-    At most ``max(8 KiB, 4 * chars_wanted + 4)`` bytes of a file are read; ``size_bytes`` is the size on disk.
+    A file is read up to ``max(8 KiB, 4 * chars_wanted + 4)`` bytes; ``size_bytes`` is the size on disk.
     """
     report = ContentReport()
+    files = _regular_files(report, root, paths)
+    whole: dict[str, str] = {}
+    cut: dict[str, tuple[str, int]] = {}  # path -> (its head at the current share, size on disk)
+    done: set[str] = set()  # whole, binary or unreadable
+    share = -1
+    for _round in range(4):  # the share grows while binaries and short texts free budget
+        pending = [(path, real, size) for path, real, size in files if path not in done]
+        budget = options.max_total_chars - sum(len(text) for text in whole.values())
+        grown = fair_share([size for _path, _real, size in pending], budget, options.max_file_chars)
+        if grown <= share or not pending:
+            break
+        share = grown
+        cut.clear()
+        for path, real, _size in pending:
+            read = _read_text(report, path, real, share)
+            if read is None:
+                done.add(path)
+            elif read[1] and len(read[0]) <= share:
+                whole[path] = read[0]
+                done.add(path)
+            else:
+                cut[path] = (read[0][:share], read[2])
+    reason: Literal["file_too_large", "total_budget"] = (
+        "file_too_large" if share >= options.max_file_chars else "total_budget"
+    )
+    for path, _real, _size in files:
+        if path in whole:
+            report.file_contents[path] = whole[path]
+        elif path in cut:
+            text, on_disk = cut[path]
+            report.truncated.append(ContentCut(path, reason, on_disk, len(text)))
+            if text:
+                report.file_contents[path] = text
+    return report
+
+
+def fair_share(sizes: list[int], budget: int, cap: int) -> int:
+    """The largest head length ``n`` (at most ``cap``) with ``sum(min(size, n)) <= budget``: files of up to
+    ``n`` characters stay whole, every longer one gets its first ``n``. Sizes in bytes bound the
+    characters of UTF-8 text from above, so the budget holds."""
+    budget = max(0, budget)
+    capped = sorted(min(size, cap) for size in sizes)
+    if sum(capped) <= budget:
+        return cap
+    used = 0
+    for index, size in enumerate(capped):
+        longer = len(capped) - index  # files of at least this size
+        if used + size * longer > budget:
+            return (budget - used) // longer
+        used += size
+    return cap
+
+
+def _regular_files(report: ContentReport, root: Path, paths: Iterable[str]) -> list[tuple[str, str, int]]:
+    """(path, real path, size) of the regular files whose content may be returned; secrets, symlinks and
+    anything outside ``root`` are listed in ``report`` instead."""
+    files = []
     root_real = os.path.realpath(root)
     inside_prefix = root_real.rstrip(os.sep) + os.sep
-    remaining = options.max_total_chars
     for path in paths:
         full = os.path.join(root_real, path)
         try:
@@ -77,42 +135,34 @@ def collect_contents(
             report.binary_files.append(path)
             continue
         if _S_ISREG(st.st_mode):
-            remaining -= _collect_one(report, path, real, options, remaining)
-    return report
+            files.append((path, real, st.st_size))
+    return files
 
 
-def _collect_one(report: ContentReport, path: str, real: str, options: TrackerOptions, remaining: int) -> int:
-    """Add one regular file to ``report``; return the number of characters returned."""
-    limit = max(0, min(options.max_file_chars, remaining))
+def _read_text(report: ContentReport, path: str, real: str, limit: int) -> tuple[str, bool, int] | None:
+    """The head of a regular file as text (enough bytes for ``limit`` characters), whether it is the whole
+    file, and its size; a binary file is listed in ``report`` (None), as is one that cannot be read."""
     max_bytes = max(_BINARY_SNIFF, 4 * limit + 4)
     try:
         fd = open_file(real)
     except OSError:
-        return 0
+        return None
     try:
         st = os.fstat(fd)
         if not _S_ISREG(st.st_mode):
-            return 0
+            return None
         head = _read_head(fd, max_bytes)
     except OSError:
-        return 0
+        return None
     finally:
         os.close(fd)
     if b"\0" in head[:_BINARY_SNIFF]:
         report.binary_files.append(path)
-        return 0
+        return None
     complete = len(head) < max_bytes or len(head) >= st.st_size
-    text = _decode(report, path, head, complete)
-    if complete and len(text) <= limit:
-        report.file_contents[path] = text
-        return len(text)
-    reason: Literal["file_too_large", "total_budget"] = (
-        "file_too_large" if options.max_file_chars <= remaining else "total_budget"
-    )
-    report.truncated.append(ContentCut(path, reason, st.st_size, limit))
-    if limit:
-        report.file_contents[path] = text[:limit]
-    return limit
+    if path in report.lossy_decoded:
+        report.lossy_decoded.remove(path)  # read again with a larger share: decoded again
+    return _decode(report, path, head, complete), complete, st.st_size
 
 
 def _read_head(fd: int, max_bytes: int) -> bytes:

@@ -13,7 +13,7 @@ import pytest
 from tracker_helpers import DEFAULTS, changes, recorded, rewrite_record, set_dir_stat, write
 
 from kimi_mcp import tracker
-from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS
+from kimi_mcp.config import DEFAULT_EXCLUDED_DIRS, MAX_TOTAL_CHARS
 from kimi_mcp.secrets import is_secret_path
 from kimi_mcp.tracker import (
     Changes,
@@ -533,7 +533,7 @@ def test_per_file_budget_counts_characters(tmp_path: Path) -> None:
     assert report.lossy_decoded == []  # the character cut at the read boundary is not "lossy"
 
 
-def test_total_budget_partial_then_none(tmp_path: Path) -> None:
+def test_the_total_budget_is_shared_fairly(tmp_path: Path) -> None:
     write(tmp_path, "a.txt", "a" * 40)
     write(tmp_path, "b.txt", "b" * 40)
     write(tmp_path, "c.txt", "c" * 40)
@@ -541,12 +541,39 @@ def test_total_budget_partial_then_none(tmp_path: Path) -> None:
     write(tmp_path, "e.txt", b"")
     opts = TrackerOptions(max_file_chars=50, max_total_chars=60)
     report = collect_contents(tmp_path, ["a.txt", "b.txt", "c.txt", "d.bin", "e.txt"], opts)
-    assert report.file_contents == {"a.txt": "a" * 40, "b.txt": "b" * 20, "e.txt": ""}
+    # one common head length: the binary and the empty file take nothing, the rest is split evenly
+    assert report.file_contents == {"a.txt": "a" * 20, "b.txt": "b" * 20, "c.txt": "c" * 20, "e.txt": ""}
     assert report.truncated == [
-        ContentCut("b.txt", "total_budget", 40, 20),
-        ContentCut("c.txt", "total_budget", 40, 0),
+        ContentCut(name, "total_budget", 40, 20) for name in ("a.txt", "b.txt", "c.txt")
     ]
     assert report.binary_files == ["d.bin"]
+
+
+def test_with_the_default_budgets_no_file_is_dropped_while_another_stays_whole(tmp_path: Path) -> None:
+    """What a new user met: three new 16 KB files came back whole, cut to 13,999 and empty."""
+    for name in ("one.py", "two.py", "three.py"):
+        write(tmp_path, name, "x" * 16_000)
+    report = collect_contents(tmp_path, ["one.py", "two.py", "three.py"])
+    assert [len(report.file_contents[name]) for name in ("one.py", "two.py", "three.py")] == [10_000] * 3
+    assert sum(len(text) for text in report.file_contents.values()) <= MAX_TOTAL_CHARS
+    write(tmp_path, "small.py", "s" * 30_000)
+    write(tmp_path, "large.py", "l" * 150_000)
+    report = collect_contents(tmp_path, ["small.py", "large.py"])
+    assert [len(report.file_contents[name]) for name in ("small.py", "large.py")] == [15_000, 15_000]
+    assert report.truncated == [
+        ContentCut("small.py", "total_budget", 30_000, 15_000),
+        ContentCut("large.py", "total_budget", 150_000, 15_000),
+    ]
+
+
+def test_budget_left_by_short_files_goes_to_the_long_ones(tmp_path: Path) -> None:
+    write(tmp_path, "short.txt", "s" * 5)
+    write(tmp_path, "multi.txt", "é" * 30)  # 60 bytes: its size overstates its characters
+    write(tmp_path, "long.txt", "l" * 500)
+    opts = TrackerOptions(max_file_chars=1000, max_total_chars=100)
+    report = collect_contents(tmp_path, ["short.txt", "multi.txt", "long.txt"], opts)
+    assert report.file_contents == {"short.txt": "s" * 5, "multi.txt": "é" * 30, "long.txt": "l" * 65}
+    assert report.truncated == [ContentCut("long.txt", "total_budget", 500, 65)]
 
 
 def test_budget_exact_fit_is_not_truncated(tmp_path: Path) -> None:
