@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
+from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from .._logging import get_logger
@@ -78,6 +79,7 @@ def register_tools(
             on_load()
 
     mcp.add_middleware(_LoadTools(load))
+    mcp.add_middleware(_ArgumentErrors())
     return names
 
 
@@ -111,6 +113,22 @@ class _LoadTools(Middleware):
             self.listed = True
             log.info("tools listed to the client")
         return result
+
+
+class _ArgumentErrors(Middleware):
+    """A call whose arguments do not fit the tool's schema (a missing or unknown argument, a value out of
+    range) gets the same structured ``bad_input`` result as the server's own checks, not the validator's
+    raw text."""
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        try:
+            return await call_next(context)
+        except ValidationError as exc:
+            from ._mcp import invalid_arguments
+
+            name = context.message.name
+            tool = await context.fastmcp_context.fastmcp.get_tool(name) if context.fastmcp_context else None
+            return invalid_arguments(name, exc, tool.output_schema if tool is not None else None)
 
 
 def shutdown_jobs() -> None:

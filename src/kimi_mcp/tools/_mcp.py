@@ -14,10 +14,11 @@ import mcp_types
 from fastmcp import Context
 from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import ValidationError as PydanticValidationError
 
 from .._logging import get_logger
 from ..config import Settings
-from ..errors import KimiMCPError
+from ..errors import BadInput, KimiMCPError
 from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
 from ..secrets import Redactor
@@ -86,6 +87,30 @@ async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResul
     except Exception as exc:  # roots are optional: any failure means "no roots"
         log.debug("no client roots: %s", exc)
         return []
+
+
+def invalid_arguments(tool: str, exc: Exception, output_schema: dict | None) -> ToolResult:
+    """The reply to a call whose arguments do not fit the tool's input schema: a ``bad_input`` error like the
+    server's own checks (each problem as ``argument: what is wrong``, what to do), with the fields every
+    result has (``success``, ``error``; ``status`` where the result has one)."""
+    cause = exc.__cause__
+    if isinstance(cause, PydanticValidationError):
+        problems = [
+            f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+            for error in cause.errors(include_url=False)
+        ]
+    else:
+        problems = [str(exc).splitlines()[0]]
+    error = BadInput(
+        f"{tool}: invalid arguments: " + "; ".join(problems),
+        details={"problems": problems},
+        suggestion=f"Fix the arguments named above as {tool}'s input schema describes them, then call it again.",
+    )
+    payload: dict = {"success": False, "error": ErrorInfo.from_exception(error).model_dump(mode="json")}
+    if "status" in ((output_schema or {}).get("properties") or {}):
+        payload["status"] = "failed"
+    text = mcp_types.TextContent(type="text", text=error_text(payload))
+    return ToolResult(content=[text], structured_content=payload, is_error=True)
 
 
 def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] = TaskResult) -> TaskResult:

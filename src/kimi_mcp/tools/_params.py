@@ -60,6 +60,11 @@ VerifyCommand = Annotated[
         "its exit code and output tail rank the attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
     ),
 ]
+IN_ONE_MESSAGE = (
+    " (no limit of its own: with the prompt it must fit one Kimi message, KIMI_MCP_MAX_MESSAGE_TOKENS = "
+    "45,000 tokens, about 180,000 characters of code; larger is refused with bad_input)"
+)
+"""Said of every text that goes into Kimi's message: the message limit is the one limit that applies."""
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
 TASK = TaskConfig(mode="optional", poll_interval=timedelta(seconds=1))

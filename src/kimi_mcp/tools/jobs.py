@@ -36,7 +36,7 @@ from ..models import (
 from ..workspace import resolve_workspace
 from ._isolation import Isolation, copy_of
 from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
-from ._params import MODEL_PATTERN, TASK, Files, Reply, WaitS, reads, writes
+from ._params import IN_ONE_MESSAGE, MODEL_PATTERN, TASK, Files, Reply, WaitS, reads, writes
 from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
 
 #: the result type of each tool's jobs (every other tool returns a plain TaskResult)
@@ -154,7 +154,7 @@ async def kimi_jobs(
 async def kimi_continue(
     ctx: Context,
     session_id: Annotated[str, Field(description="The conversation's session_id", max_length=128)],
-    message: Annotated[str, Field(description="The follow-up for Kimi", max_length=100_000)],
+    message: Annotated[str, Field(description="The follow-up for Kimi" + IN_ONE_MESSAGE)],
     wait_s: WaitS = None,
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
     model: Annotated[

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .. import answers, prompts
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
-from ._params import TASK, Files, Model, Reply, WaitS, WorkDir, reads
+from ._params import IN_ONE_MESSAGE, TASK, Files, Model, Reply, WaitS, WorkDir, reads
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
@@ -132,9 +132,7 @@ async def kimi_verify(
 async def kimi_consult(
     ctx: Context,
     role: Annotated[ConsultRole, Field(description="Kimi's role")],
-    message: Annotated[
-        str, Field(description="Your question or the matter to consult on", max_length=50_000)
-    ],
+    message: Annotated[str, Field(description="Your question or the matter to consult on" + IN_ONE_MESSAGE)],
     proposal: str | None = None,
     goals: str | None = None,
     constraints: str | None = None,

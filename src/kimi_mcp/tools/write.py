@@ -17,6 +17,7 @@ from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
 from ._isolation import Isolation, isolation_for
 from ._params import (
+    IN_ONE_MESSAGE,
     TASK,
     Attempts,
     Files,
@@ -45,7 +46,7 @@ from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, stru
 async def kimi_code_task(
     ctx: Context,
     task_description: Annotated[
-        str, Field(description="What Kimi should do, self-contained", max_length=100_000)
+        str, Field(description="What Kimi should do, self-contained" + IN_ONE_MESSAGE)
     ],
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
     constraints: Annotated[str | None, Field(description="Rules Kimi must follow (style, scope, …)")] = None,
@@ -85,7 +86,7 @@ async def kimi_code_task(
 )
 async def kimi_prompt(
     ctx: Context,
-    prompt: Annotated[str, Field(description="The prompt for Kimi", max_length=100_000)],
+    prompt: Annotated[str, Field(description="The prompt for Kimi" + IN_ONE_MESSAGE)],
     include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
@@ -119,7 +120,7 @@ async def kimi_prompt(
 async def kimi_refactor(
     ctx: Context,
     file_path: Annotated[str, Field(description="File to refactor, relative to the workspace")],
-    refactor_instructions: Annotated[str, Field(description="What to change", max_length=50_000)],
+    refactor_instructions: Annotated[str, Field(description="What to change" + IN_ONE_MESSAGE)],
     safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
@@ -175,7 +176,7 @@ async def kimi_refactor(
 )
 async def kimi_debug(
     ctx: Context,
-    error_message: Annotated[str, Field(description="The error / failing output", max_length=50_000)],
+    error_message: Annotated[str, Field(description="The error / failing output" + IN_ONE_MESSAGE)],
     relevant_files: Files = [],  # noqa: B006
     context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
     work_dir: WorkDir = None,

@@ -82,3 +82,42 @@ def test_a_good_call_reaches_the_runner_with_the_inert_prompt_unchanged(tmp_path
     result = call("kimi_prompt", {"prompt": "/exit now", "work_dir": str(tmp_path)})
     assert result.structured_content["success"] is True
     assert calls[0].prompt == "/exit now"  # made inert by the runner, for the dialect it drives
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "problem"),
+    [
+        ("kimi_code_task", {}, "task_description: Missing required argument"),
+        (
+            "kimi_code_task",
+            {"task_description": "x", "wait_s": -1},
+            "wait_s: Input should be greater than or equal",
+        ),
+        ("kimi_prompt", {"prompt": "x", "bogus": 1}, "bogus: Unexpected keyword argument"),
+        ("kimi_job", {"job_id": "job_x", "action": "explode"}, "action: Input should be 'wait', 'status' or"),
+        ("kimi_jobs", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
+        ("kimi_apply", {}, "job_id: Missing required argument"),
+    ],
+)
+def test_arguments_the_schema_refuses_get_the_structured_bad_input_result(
+    tool: str, args: dict, problem: str, tmp_path: Path, calls: list
+) -> None:
+    needs_workspace = tool in ("kimi_code_task", "kimi_prompt")
+    result = call(tool, {**args, **({"work_dir": str(tmp_path)} if needs_workspace else {})})
+    assert result.is_error
+    error = result.structured_content["error"]
+    assert error["type"] == "bad_input" and error["retryable"] is False
+    assert error["message"].startswith(f"{tool}: invalid arguments: ") and problem in error["message"]
+    assert result.structured_content["success"] is False
+    text = result.content[0].text
+    assert text.startswith(f"Error (bad_input): {tool}: invalid arguments:") and "What to do: Fix the" in text
+    assert "errors.pydantic.dev" not in text and calls == []
+
+
+def test_a_long_task_is_not_cut_off_by_the_schema_below_the_message_limit(
+    tmp_path: Path, calls: list
+) -> None:
+    """150,000 characters is about 37,500 tokens: within the 45,000-token message limit the README promises."""
+    result = call("kimi_code_task", {"task_description": "x" * 150_000, "work_dir": str(tmp_path)})
+    assert not result.is_error and result.structured_content["success"] is True
+    assert len(calls) == 1 and "x" * 150_000 in calls[0].prompt
