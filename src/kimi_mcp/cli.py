@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 from . import __version__
 
@@ -66,7 +68,10 @@ def check() -> int:
     load_env_file()
     settings, problem = configured()
     report = status_report(settings, problem)
-    print("\n".join(check_lines(report)))
+    try:
+        print("\n".join(check_lines(report)), flush=True)
+    except BrokenPipeError:  # `kimi-mcp --check | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if report.success else 1
 
 

@@ -8,6 +8,7 @@ workspace (whose secrets must not leak into the server by accident). Existing va
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -173,6 +174,24 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+
+#: ``KIMI_MCP_*`` variables that are not settings: where the settings come from
+SOURCE_VARIABLES = ("CONFIG", "ENV_FILE")
+
+
+def unknown_variables(environ: Any = None) -> list[str]:
+    """One warning per ``KIMI_MCP_*`` variable of ``environ`` that kimi-mcp does not read (a typo would be
+    ignored silently), with the closest known name."""
+    environ = os.environ if environ is None else environ
+    known = [name.upper() for name in Settings.model_fields] + list(SOURCE_VARIABLES)
+    warnings = []
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX) and name.removeprefix(ENV_PREFIX) not in known:
+            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1, cutoff=0.6)
+            hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+            warnings.append(f"{name} is not a kimi-mcp setting and is ignored{hint}")
+    return warnings
 
 
 def _checkout_env_file() -> Path | None:

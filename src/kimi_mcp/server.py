@@ -21,7 +21,7 @@ from fastmcp.server.auth import TokenVerifier
 from . import __version__
 from ._logging import setup_logging
 from .cli import INSTRUCTIONS
-from .config import ConfigError, Settings, configured, load_env_file
+from .config import ConfigError, Settings, configured, load_env_file, unknown_variables
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
 from .tools import register_tools, shutdown_jobs
@@ -71,7 +71,9 @@ def serve(args: argparse.Namespace) -> None:
     except ConfigError as exc:  # never serve HTTP off loopback without its token
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    setup_logging(settings.log_level, settings.log_file)
+    logger = setup_logging(settings.log_level, settings.log_file)
+    for warning in unknown_variables():
+        logger.warning("%s", warning)
     holder: list[FastMCP] = []
 
     def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left

@@ -4,14 +4,15 @@ binary (dialect, version; Node for Kimi Code) and, in a running server, its live
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .config import Settings, state_dir
-from .errors import AuthError, KimiMCPError
+from .config import Settings, state_dir, unknown_variables
+from .errors import AuthError, KimiMCPError, SettingsError
 from .models import ErrorInfo
 
 if TYPE_CHECKING:
@@ -23,6 +24,10 @@ class StatusReport(BaseModel):
 
     success: bool = Field(description="No problem found")
     problems: list[ErrorInfo] = Field(default_factory=list, description="What must be fixed, with how")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What looks wrong but does not stop kimi-mcp (e.g. a misspelt variable)",
+    )
     kimi_bin: str | None = None
     dialect: str | None = None
     kimi_version: str | None = None
@@ -53,6 +58,9 @@ def status_report(
     )
     if problem is not None:
         report.problems.append(ErrorInfo.from_exception(problem))
+    elif (tools := _tools_problem(settings)) is not None:
+        report.problems.append(ErrorInfo.from_exception(tools))
+    report.warnings = unknown_variables(env)
     try:
         report.kimi_bin = find_binary(settings.kimi_bin, env)
         install = probe(report.kimi_bin, env, settings.dialect)
@@ -73,6 +81,24 @@ def status_report(
         report.live_sessions = pool.live_count()
     report.success = not report.problems
     return report
+
+
+def _tools_problem(settings: Settings) -> SettingsError | None:
+    """``KIMI_MCP_TOOLS`` naming a tool that does not exist (the server would answer every call with it)."""
+    from .tools import ALL_TOOLS, enabled_tools
+
+    try:
+        enabled_tools(settings)
+    except ValueError as exc:
+        unknown = [name for name in settings.tools or [] if name not in ALL_TOOLS]
+        close = [difflib.get_close_matches(name, ALL_TOOLS, n=1) for name in unknown]
+        hints = [f"{name} → {match[0]}" for name, match in zip(unknown, close, strict=True) if match]
+        return SettingsError(
+            str(exc),
+            details={"unknown": unknown},
+            suggestion="Fix KIMI_MCP_TOOLS" + (f" ({'; '.join(hints)})" if hints else "") + ".",
+        )
+    return None
 
 
 def _login(driver: Driver, settings: Settings, env: dict[str, str], report: StatusReport) -> str:
@@ -106,6 +132,7 @@ def check_lines(report: StatusReport) -> list[str]:
             f"models: {', '.join(report.models)} (calls use {report.default_model or 'the default'})"
         )
     lines.append(f"state directory: {report.state_dir}")
+    lines += [f"WARNING: {warning}" for warning in report.warnings]
     for problem in report.problems:
         lines += [f"PROBLEM ({problem.type}): {problem.message}", f"  what to do: {problem.suggestion}"]
     lines.append("ok" if report.success else f"{len(report.problems)} problem(s)")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +54,32 @@ def test_the_server_loads_kimis_machinery_only_at_the_first_call() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_check_fails_on_an_unknown_tool_and_warns_of_a_misspelt_variable(tmp_path: Path) -> None:
+    env = {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path), "KIMI_MCP_KIMI_BIN": str(tmp_path / "nope"),
+        "KIMI_MCP_TOOLS": "kimi_consul", "KIMI_MCP_TIMOUT": "5",
+    }  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "kimi_mcp", "--check"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "PROBLEM (config): KIMI_MCP_TOOLS names unknown tools ['kimi_consul']" in done.stdout
+    assert (
+        "WARNING: KIMI_MCP_TIMOUT is not a kimi-mcp setting and is ignored; did you mean KIMI_MCP_TIMEOUT?"
+        in (done.stdout)
+    )
+
+
+def test_check_into_a_pipe_closed_early_says_nothing_more(tmp_path: Path) -> None:
+    """`kimi-mcp --check | true`: the reader is gone before the report is written."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KIMI_MCP_KIMI_BIN": str(tmp_path / "nope")}
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as closed:
+        done = subprocess.run(
+            [sys.executable, "-m", "kimi_mcp", "--check"], env=env, stdout=closed, stderr=subprocess.PIPE,
+            text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1 and done.stderr == "", done.stderr

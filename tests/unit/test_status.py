@@ -32,3 +32,32 @@ def test_login_state_from_the_environment_the_config_file_or_the_key(tmp_path: P
     nothing = status_report(settings, env=base)
     assert not nothing.success and [p.type for p in nothing.problems] == ["auth"]
     assert "1 problem(s)" in check_lines(nothing)[-1] and "login: not logged in" in check_lines(nothing)
+
+
+def test_a_misspelt_variable_is_a_warning_naming_the_closest_setting(tmp_path: Path) -> None:
+    binary = str(kimi_install.install_legacy())
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "KIMI_MODEL_NAME": "k2"}
+    env.update(KIMI_MCP_TIMOUT="5", KIMI_MCP_CONFIG=str(tmp_path / "none.toml"), KIMI_MCP_ZZZ="1")
+    report = status_report(Settings(kimi_bin=binary), env=env)
+    assert report.success  # a warning does not stop kimi-mcp
+    assert report.warnings == [
+        "KIMI_MCP_TIMOUT is not a kimi-mcp setting and is ignored; did you mean KIMI_MCP_TIMEOUT?",
+        "KIMI_MCP_ZZZ is not a kimi-mcp setting and is ignored",
+    ]
+    lines = check_lines(report)
+    assert (
+        "WARNING: KIMI_MCP_TIMOUT is not a kimi-mcp setting and is ignored; did you mean KIMI_MCP_TIMEOUT?"
+        in lines
+    )
+    assert lines[-1] == "ok"
+
+
+def test_an_unknown_tool_name_is_a_problem_with_the_closest_name(tmp_path: Path) -> None:
+    binary = str(kimi_install.install_legacy())
+    env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "KIMI_MODEL_NAME": "k2"}
+    report = status_report(Settings(kimi_bin=binary, tools=["kimi_consul", "kimi_status"]), env=env)
+    assert not report.success
+    [problem] = report.problems
+    assert problem.type == "config" and "kimi_consul" in problem.message
+    assert "kimi_consul → kimi_consult" in problem.suggestion
+    assert check_lines(report)[-1] == "1 problem(s)"
