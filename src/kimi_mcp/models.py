@@ -147,7 +147,8 @@ class TaskResult(BaseModel):
     kimi_version: str = ""
     model: str | None = Field(
         default=None,
-        description="The model alias Kimi ran with (the call's or KIMI_MCP_MODEL); null: Kimi's default",
+        description="The model alias Kimi ran with (the call's, KIMI_MCP_MODEL or Kimi's default); null: Kimi had "
+        "no model yet (the automated login chose one)",
     )
     session_id: str | None = Field(
         default=None, description="Kimi's conversation: kimi_continue(session_id, message) sends a follow-up"

@@ -37,7 +37,7 @@ class StatusReport(BaseModel):
         default_factory=list, description="The models a call's `model` may name (Kimi's aliases)"
     )
     default_model: str | None = Field(
-        default=None, description="KIMI_MCP_MODEL: the model of calls naming none"
+        default=None, description="The model of calls naming none: KIMI_MCP_MODEL, else Kimi's default"
     )
     workspace_default: str | None = Field(default=None, description="KIMI_MCP_WORKSPACE, if set")
     state_dir: str = ""
@@ -69,7 +69,7 @@ def status_report(
         driver = make_driver(install)
         report.login = _login(driver, settings, env, report)
         report.models = sorted(driver.models(env))
-        report.default_model = settings.model
+        report.default_model = settings.model or driver.default_alias(env)
         if settings.model:
             driver.model_flag(settings.model, env, "KIMI_MCP_MODEL")  # an unknown default is a problem now
     except KimiMCPError as exc:

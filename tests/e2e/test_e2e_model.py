@@ -68,9 +68,11 @@ def test_model_picks_kimis_model_by_alias_or_name_and_a_standby_of_another_is_no
 
     first, second, third = run(two_models, workspace, tmp_path / "server.log", body)
     assert [r["output"] for r in (first, second, third)] == ["A1", "A2", "A3"]
-    assert [r["model"] for r in (first, second, third)] == [two, one, None]
+    # a call naming no model says which one ran: Kimi's default (one)
+    assert [r["model"] for r in (first, second, third)] == [two, one, one]
     assert models_asked(fake) == ["kimi-k2-two", "kimi-k2-one", "kimi-k2-one"]  # the third: Kimi's default
     assert second["warm_start"] is False  # the standby started for model two was not used for one
+    assert third["warm_start"] is True  # naming Kimi's default or no model is the same Kimi: one standby
     assert not processes_with_home(two_models.home)
 
 
@@ -121,5 +123,5 @@ def test_an_unknown_model_is_bad_input_listing_kimis_models(
     assert f"{one} (kimi-k2-one), {two} (kimi-k2-two)" in error["message"] and "'kimi-k9'" in error["message"]
     assert "kimi-k9" in unknown.content[0].text and "kimi_status" not in error["message"]
     assert keys.is_error and "pattern" in keys.content[0].text  # control bytes never reach Kimi
-    assert status["models"] == [one, two] and status["default_model"] is None
+    assert status["models"] == [one, two] and status["default_model"] == one  # Kimi's own default
     assert fake.chat_requests() == [] and not processes_with_home(two_models.home)

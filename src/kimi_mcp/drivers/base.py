@@ -334,6 +334,20 @@ class Driver(ABC):
         model = config.get("default_model")
         return f"{model} (from {self.sessions_root(env).parent / 'config.toml'})" if model else None
 
+    def default_alias(self, env: dict[str, str]) -> str | None:
+        """The model alias this Kimi runs without ``-m``: the environment's model, else ``default_model`` in
+        its config file; ``None`` when it has none yet (read only, nothing is run)."""
+        if env.get(self.model_variable):
+            return env[self.model_variable]
+        try:
+            config = tomllib.loads(
+                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
+            )
+        except (OSError, ValueError):
+            return None
+        model = config.get("default_model")
+        return str(model) if model else None
+
     def models(self, env: dict[str, str]) -> dict[str, str]:
         """The models this Kimi offers: alias (what ``-m`` takes: a key of ``[models]`` in its config file)
         → the provider's model name. A model set in the environment (:attr:`model_variable`) is the only

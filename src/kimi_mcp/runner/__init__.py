@@ -24,7 +24,7 @@ from ..session import KimiSession
 from ..task import RunWatch, TaskRequest
 from ..workspace import resolve_workspace
 from ._evidence import build_evidence, private_dirs
-from ._factory import model_alias, new_session, standby_key
+from ._factory import model_alias, model_run, new_session, standby_key, start_flag
 from ._pool import SessionPool, StandbyKey
 from ._run import TaskRun
 from ._slots import Slots
@@ -76,7 +76,7 @@ class Runner:
             workspace = Path(key.workspace)
             return new_session(
                 install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel,
-                model=key.model,
+                model=start_flag(install, key.model, env),
             )  # fmt: skip
 
         self.pool.prewarm(key, factory, settings.standby_idle)
@@ -90,7 +90,7 @@ class Runner:
             )
             binary = find_binary(settings.kimi_bin, env)
             install = probe(binary, env, settings.dialect)
-            model = model_alias(install, None, settings, env)
+            model = model_run(install, model_alias(install, None, settings, env), env)
         except (KimiMCPError, OSError) as exc:
             log.info("no standby at startup: %s", exc)
             return

@@ -95,6 +95,18 @@ def model_alias(
     return make_driver(install).model_flag(wanted, env, source)
 
 
+def model_run(install: KimiInstall, alias: str | None, env: dict[str, str]) -> str | None:
+    """The model a Kimi started with ``-m alias`` (``None``: no flag) runs: that alias, else Kimi's default
+    (``None`` when Kimi has none yet: the automated login picks it). Standbys and live sessions are matched
+    by it, so naming Kimi's default and naming no model are the same Kimi."""
+    return alias or make_driver(install).default_alias(env)
+
+
+def start_flag(install: KimiInstall, model: str | None, env: dict[str, str]) -> str | None:
+    """The ``-m`` alias that starts a Kimi running ``model`` (see :func:`model_run`)."""
+    return make_driver(install).model_flag(model, env) if model else None
+
+
 def message(
     prompt: str, workspace: Path, install: KimiInstall, env: dict[str, str], settings: Settings
 ) -> str:

@@ -49,7 +49,7 @@ class StandbyKey:
     read_only: bool
     allow_shell: bool
     lists_workspace: bool  # the dialect reads the workspace listing at startup (part of the signature)
-    model: str | None = None  # the model alias Kimi was started with (None: its default)
+    model: str | None = None  # the model alias Kimi runs (named, or its default; None: none yet)
 
 
 def workspace_signature(root: Path, listing: bool = True) -> tuple:

@@ -74,6 +74,7 @@ class TaskRun:
         self.found = WorkspaceSecrets(self.redactor, request.workspace, settings.exclude_dirs)
         self.options = _factory.tracker_options(settings)
         self.install: KimiInstall | None = None
+        self.model_flag: str | None = None  # the -m alias a Kimi started for this call gets
         self.key: StandbyKey | None = None
         self.session: KimiSession | None = None
         self.before: Future[tracker.Snapshot] | None = None
@@ -110,8 +111,8 @@ class TaskRun:
         check_node(install, self.env)
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
         request = self.request
-        model = _factory.model_alias(install, request.model, self.settings, self.env)
-        self.result.model = model
+        self.model_flag = _factory.model_alias(install, request.model, self.settings, self.env)
+        self.result.model = model = _factory.model_run(install, self.model_flag, self.env)
         self.key = _factory.standby_key(
             binary, install, request.workspace, request.read_only, self.settings, model
         )
@@ -151,7 +152,7 @@ class TaskRun:
             session = _factory.new_session(
                 self.install, request.workspace, request.read_only, self.settings, self.env,
                 deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor,
-                resume=request.session_id, model=key.model, login_model=request.model,
+                resume=request.session_id, model=self.model_flag, login_model=request.model,
             )  # fmt: skip
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too

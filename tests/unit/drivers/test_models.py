@@ -86,3 +86,10 @@ def test_the_environments_model_is_the_only_one_and_needs_no_flag(setup) -> None
     with pytest.raises(BadInput) as other:
         driver.model_flag("kimi-k2-one", env)
     assert other.value.details["configured_in"] == "KIMI_MODEL_NAME in the server's environment"
+
+
+def test_the_default_alias_is_what_kimi_runs_without_dash_m(setup, tmp_path: Path) -> None:
+    driver, env, one, _two = setup
+    assert driver.default_alias(env) == one  # default_model in its config file
+    assert driver.default_alias({**env, "KIMI_MODEL_NAME": "k2-env"}) == "k2-env"  # the environment wins
+    assert driver.default_alias({"HOME": str(tmp_path / "nobody")}) is None  # no config: not logged in yet
