@@ -65,7 +65,10 @@ class Evidence(BaseModel):
     cited: list[str] = Field(default_factory=list, description="Evidence Kimi cited in its structured answer")
 
 
-JobStatus = Literal["done", "running", "queued", "failed", "cancelled", "interrupted"]
+JobStatus = Literal["done", "running", "starting", "queued", "failed", "cancelled", "interrupted"]
+GOING: tuple[str, ...] = ("running", "starting", "queued")
+"""The statuses of a job that is not finished: queued (waiting for a slot), starting (Kimi starts, or the ready
+Kimi finishes starting), running (Kimi's turn)."""
 
 
 class JobProgress(BaseModel):
@@ -119,15 +122,19 @@ class AttemptSummary(BaseModel):
 class TaskResult(BaseModel):
     """What Kimi said and every file it created, changed or deleted."""
 
-    success: bool
+    success: bool | None = Field(
+        description="true: done; false: failed, cancelled or interrupted (see error); null: the job is still "
+        "going (see status)"
+    )
     job_id: str = Field(
         default="", description="This call's job: kimi_job(job_id) waits for it or reads it again"
     )
     status: JobStatus = Field(
         default="done",
-        description="done / failed / cancelled / interrupted (finished), or running / queued (call kimi_job)",
+        description="done / failed / cancelled / interrupted (finished), or queued / starting / running (still "
+        "going: kimi_job waits for it)",
     )
-    progress: JobProgress | None = Field(default=None, description="Only while the job is running or queued")
+    progress: JobProgress | None = Field(default=None, description="Only while the job is still going")
     output: str = Field(default="", description="Kimi's final answer text")
     files_created: list[str] = Field(default_factory=list, description="Paths relative to the workspace")
     files_modified: list[str] = Field(default_factory=list)

@@ -31,6 +31,7 @@ class RunWatch:
     """What a call's job reads while the call runs; the runner keeps it current."""
 
     queued: bool = True  # waiting for a slot or for another writer in the same workspace
+    starting: bool = False  # Kimi starts (or the ready Kimi taken finishes starting): its turn comes next
     session_id: str | None = None
     #: the files created, modified or deleted so far (relative paths), while the turn runs
     changed_so_far: Callable[[], list[str]] = lambda: []

@@ -44,7 +44,7 @@ class Job:
         self.cancel = threading.Event()  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
         self.done = threading.Event()
         self.watch = RunWatch()
-        self.activity = "queued"
+        self.activity = "waiting for a free Kimi slot"
         self.seq = 0  # bumped by every progress message (waiters relay what is new)
         self.result: TaskResult | None = None
 
@@ -56,7 +56,9 @@ class Job:
     def status(self) -> JobStatus:
         if self.result is not None:
             return self.result.status
-        return "queued" if self.watch.queued else "running"
+        if self.watch.queued:
+            return "queued"
+        return "starting" if self.watch.starting else "running"
 
     def progress(self, files: bool = True) -> JobProgress:
         """Where the job stands (``files``: also list the files changed so far, which walks the tracker)."""
@@ -70,11 +72,12 @@ class Job:
         return JobProgress(elapsed_s=elapsed, activity=self.activity, files_changed=changed)
 
     def snapshot(self, files: bool = True) -> TaskResult:
-        """The finished result, or a result saying the job is still going (``status`` running or queued)."""
+        """The finished result, or a result saying the job is still going (``status`` queued, starting or
+        running; ``success`` null: neither done nor failed yet)."""
         if self.result is not None:
             return self.result
         return self.cls(
-            success=False,
+            success=None,
             job_id=self.job_id,
             status=self.status,
             progress=self.progress(files),
@@ -280,7 +283,7 @@ def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:
     if progress is not None:
         progress.elapsed_s = round(time.time() - record.started_at, 1)
     return cls(
-        success=False,
+        success=None,
         job_id=record.job_id,
         status=record.status,  # type: ignore[arg-type]
         progress=progress,

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-STATUSES: frozenset[str] = frozenset({"done", "running", "queued", "failed", "cancelled", "interrupted"})
+STATUSES: frozenset[str] = frozenset(
+    {"done", "running", "starting", "queued", "failed", "cancelled", "interrupted"}
+)
 FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled", "interrupted"})
 UNFINISHED: frozenset[str] = STATUSES - FINISHED
 

@@ -127,7 +127,8 @@ class TaskRun:
             self.request.workspace, self.request.read_only, self.cancel, self.deadline
         )
         self._hold(stack, lambda: slots.release(claim))
-        self.watch.queued = False
+        self.watch.starting, self.watch.queued = True, False
+        self.progress("starting Kimi")
 
     def _hold(self, stack: ExitStack, release: Callable[[], None]) -> None:
         hold = Hold(release)
@@ -177,6 +178,7 @@ class TaskRun:
         self.before.result()  # the snapshot must be complete before Kimi can touch anything
         self.found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
+        self.watch.starting = False
         self.trace = self.session.run_turn(message)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error

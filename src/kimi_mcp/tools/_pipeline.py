@@ -23,7 +23,7 @@ from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import STORE_FILE, Job, JobManager
-from ..models import Evidence, StructuredResult, TaskResult
+from ..models import GOING, Evidence, StructuredResult, TaskResult
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
@@ -259,8 +259,8 @@ async def run_tool(
 def combined(results: list[TaskResult]) -> TaskResult:
     """Parallel attempts as one result: the best one's, listing every attempt best first (while some still
     run: the first running one's status)."""
-    finished = ranked([r for r in results if r.status not in ("running", "queued")])
-    going = [r for r in results if r.status in ("running", "queued")]
+    finished = ranked([r for r in results if r.status not in GOING])
+    going = [r for r in results if r.status in GOING]
     order = [*finished, *going]
     lead = (going[0] if going else order[0]).model_copy(deep=True)
     lead.attempts = [summary(r) for r in order]

@@ -111,7 +111,7 @@ def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:
 async def kimi_jobs(
     limit: Annotated[int, Field(ge=1, le=500, description="How many jobs")] = 20,
     status: Annotated[
-        Literal["done", "running", "queued", "failed", "cancelled", "interrupted"] | None,
+        Literal["done", "running", "starting", "queued", "failed", "cancelled", "interrupted"] | None,
         Field(description="Only jobs with this status"),
     ] = None,
     work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,

@@ -70,7 +70,9 @@ def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
         if name in JOB_TOOLS:
             continue
         assert {"work_dir", "wait_s"} <= set(tool.input_schema["properties"])
-        assert tool.output_schema["properties"]["success"]["type"] == "boolean"
+        success = tool.output_schema["properties"]["success"]  # null while the job is still going
+        assert [kind["type"] for kind in success["anyOf"]] == ["boolean", "null"]
+        assert "success" in tool.output_schema["required"]
         assert {"job_id", "status", "progress"} <= set(tool.output_schema["properties"])
 
 
