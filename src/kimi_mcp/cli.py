@@ -26,7 +26,13 @@ INSTRUCTIONS = (
 
 #: the subcommands besides serving (the default): name → (module, help); each module has
 #: ``add_arguments(parser)`` and ``run(args) -> int``, imported only when its command runs
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "prune": (
+        "prune",
+        "remove finished jobs, their isolated copies and the Kimi sessions kimi-mcp created for them "
+        "(older than KIMI_MCP_JOB_TTL_DAYS, --older-than DAYS, or --all), and print what that freed",
+    ),
+}
 
 
 def parser() -> argparse.ArgumentParser:

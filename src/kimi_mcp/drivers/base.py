@@ -401,9 +401,11 @@ class Driver(ABC):
     #: where a session's log lies below ``sessions_root``; ``{sid}`` stands for the session id
     wire_glob: ClassVar[str]
 
+    @classmethod
     @abstractmethod
-    def sessions_root(self, env: dict[str, str]) -> Path:
-        """The folder holding this Kimi's sessions (it honours Kimi's own home variables)."""
+    def sessions_root(cls, env: dict[str, str]) -> Path:
+        """The folder holding this Kimi's sessions (it honours Kimi's own home variables); a class method,
+        so what needs only the store (``kimi-mcp prune``) finds it without a Kimi install."""
 
     def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
         """The session's wire.jsonl if it exists yet."""

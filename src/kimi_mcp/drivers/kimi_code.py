@@ -182,9 +182,10 @@ class KimiCodeDriver(Driver):
     # -- session log ---------------------------------------------------------------------------------
     wire_glob = "*/{sid}/agents/main/wire.jsonl"  # sessions/<wd>/<sid>/agents/main/wire.jsonl
 
-    def sessions_root(self, env: dict[str, str]) -> Path:
+    @classmethod
+    def sessions_root(cls, env: dict[str, str]) -> Path:
         explicit = env.get("KIMI_CODE_HOME")
-        return (Path(explicit) if explicit else self.home_of(env) / ".kimi-code") / "sessions"
+        return (Path(explicit) if explicit else cls.home_of(env) / ".kimi-code") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         record = json_record(line)

@@ -194,9 +194,10 @@ class LegacyDriver(Driver):
     # -- session log ---------------------------------------------------------------------------------
     wire_glob = "*/{sid}/wire.jsonl"  # sessions/<md5(workdir)>/<sid>/wire.jsonl
 
-    def sessions_root(self, env: dict[str, str]) -> Path:
+    @classmethod
+    def sessions_root(cls, env: dict[str, str]) -> Path:
         share = env.get("KIMI_SHARE_DIR")
-        return (Path(share) if share else self.home_of(env) / ".kimi") / "sessions"
+        return (Path(share) if share else cls.home_of(env) / ".kimi") / "sessions"
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         record = json_record(line)

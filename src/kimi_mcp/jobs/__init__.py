@@ -4,7 +4,7 @@ job store shared by every kimi-mcp server of the user (``_store``)."""
 from __future__ import annotations
 
 from ._manager import Job, JobManager, record_result, status_of
-from ._store import FINISHED, STORE_FILE, JobRecord, JobStore, owner_alive, owner_id
+from ._store import FINISHED, STORE_FILE, JobRecord, JobRef, JobStore, owner_alive, owner_id
 
 __all__ = [
     "FINISHED",
@@ -12,6 +12,7 @@ __all__ = [
     "Job",
     "JobManager",
     "JobRecord",
+    "JobRef",
     "JobStore",
     "owner_alive",
     "owner_id",

@@ -25,7 +25,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +77,10 @@ _COLUMNS = (
     "job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at, "
     "summary, progress"
 )
+_REF_COLUMNS = (
+    "job_id, status, owner, session_id, json_extract(result, '$.worktree.id'), "
+    "COALESCE(finished_at, started_at)"
+)
 _NEWEST_FIRST = "ORDER BY started_at DESC, rowid DESC"
 _IN_FINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(FINISHED)))
 _IN_UNFINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(UNFINISHED)))
@@ -106,6 +110,20 @@ class JobRecord:
         """Seconds from start to finish, or so far while unfinished (to 0.1 s)."""
         end = time.time() if self.finished_at is None else self.finished_at
         return round(max(0.0, end - self.started_at), 1)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """What a job holds outside its row: its Kimi session and its isolated copy (``copy``: the
+    ``worktree.id`` of its result; a copy is named after the job that made it), with its status, owner
+    and when it ended (or started, while unfinished or if no end was recorded)."""
+
+    job_id: str
+    status: str
+    owner: str
+    session_id: str | None
+    copy: str | None
+    ended_at: float
 
 
 def owner_id() -> str:
@@ -358,6 +376,34 @@ class JobStore:
             f"DELETE FROM jobs WHERE status {_IN_FINISHED} AND COALESCE(finished_at, started_at) < ?",
             (cutoff,),
         )
+
+    def refs(self) -> builtins.list[JobRef]:
+        """Every job as :class:`JobRef` (what it holds besides its row), oldest first."""
+        return [JobRef(*row) for row in self._query(f"SELECT {_REF_COLUMNS} FROM jobs ORDER BY started_at")]
+
+    def delete(self, job_ids: Iterable[str]) -> tuple[builtins.list[JobRef], builtins.list[JobRef]]:
+        """Delete these jobs if they are finished; returns (the deleted, every job left), read in the same
+        transaction, so a job recorded meanwhile is among those left, never missed."""
+        wanted = sorted(set(job_ids))
+        with self._write() as conn:
+            deleted: builtins.list[JobRef] = []
+            for start in range(0, len(wanted), 500):  # SQLite's limit on host parameters is 999 or more
+                chunk = wanted[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                where = f"WHERE job_id IN ({marks}) AND status {_IN_FINISHED}"
+                deleted += [
+                    JobRef(*row) for row in conn.execute(f"SELECT {_REF_COLUMNS} FROM jobs {where}", chunk)
+                ]
+                conn.execute(f"DELETE FROM jobs {where}", chunk)
+            left = [JobRef(*row) for row in conn.execute(f"SELECT {_REF_COLUMNS} FROM jobs")]
+        return deleted, left
+
+    def compact(self) -> None:
+        """Give the space of deleted jobs back to the file system (``VACUUM``, then the write-ahead log
+        truncated); sqlite3.OperationalError when another server keeps the store busy."""
+        with self._lock:
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         with self._lock:

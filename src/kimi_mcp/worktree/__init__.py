@@ -24,7 +24,7 @@ from ._create import create
 from ._diff import SECRET_NOTE, diff
 from ._model import Applied, Change, Conflict, FileDiff, Isolated, Verify
 from ._repo import repo_top
-from ._store import WORKTREES_DIR, discard, disk_usage, load, prune
+from ._store import WORKTREES_DIR, discard, disk_usage, load, prune, rmtree, tree_bytes
 from ._verify import run_verify
 
 __all__ = [
@@ -44,5 +44,7 @@ __all__ = [
     "load",
     "prune",
     "repo_top",
+    "rmtree",
     "run_verify",
+    "tree_bytes",
 ]

@@ -335,6 +335,48 @@ def test_prune_deletes_only_old_finished_jobs(store: JobStore, db: Path) -> None
     assert store.prune(0.5) == 1 and store.get(long_run.job_id) is None
 
 
+def test_refs_name_each_jobs_session_and_copy(store: JobStore) -> None:
+    plain = new_job(store, session_id="s-1")
+    store.finish(plain.job_id, status="done", result=RESULT, summary="plain")
+    isolated = new_job(store, status="running", session_id="s-2")
+    store.finish(isolated.job_id, status="failed", result={"worktree": {"id": "job_copy"}}, summary="iso")
+    running = new_job(store, status="running")
+    refs = {ref.job_id: ref for ref in store.refs()}
+    assert refs[plain.job_id].session_id == "s-1" and refs[plain.job_id].copy is None
+    assert refs[isolated.job_id].copy == "job_copy" and refs[isolated.job_id].status == "failed"
+    assert refs[running.job_id].copy is None and refs[running.job_id].status == "running"
+    assert refs[running.job_id].ended_at == store.get(running.job_id).started_at  # type: ignore[union-attr]
+
+
+def test_delete_takes_only_finished_jobs_and_returns_those_left(store: JobStore) -> None:
+    done = [new_job(store) for _ in range(3)]
+    for job in done:
+        store.finish(job.job_id, status="done", result=RESULT, summary="x")
+    running = new_job(store, status="running")
+    deleted, left = store.delete([done[0].job_id, done[1].job_id, running.job_id, "job_unknown"])
+    assert {ref.job_id for ref in deleted} == {done[0].job_id, done[1].job_id}
+    assert {ref.job_id for ref in left} == {done[2].job_id, running.job_id}
+    assert store.get(running.job_id) is not None and store.get(done[0].job_id) is None
+    many = [new_job(store) for _ in range(1200)]  # more ids than one statement's parameters
+    for job in many:
+        store.finish(job.job_id, status="cancelled", result={}, summary="x")
+    deleted, left = store.delete(job.job_id for job in many)
+    assert len(deleted) == 1200 and {ref.job_id for ref in left} == {done[2].job_id, running.job_id}
+
+
+def test_compact_gives_the_space_back(store: JobStore, db: Path) -> None:
+    big = {"output": "x" * 200_000}
+    jobs = [new_job(store) for _ in range(20)]
+    for job in jobs:
+        store.finish(job.job_id, status="done", result=big, summary="big")
+    store.compact()  # the write-ahead log folded into the file
+    full = db.stat().st_size
+    store.delete(job.job_id for job in jobs)
+    store.compact()
+    assert db.stat().st_size < full / 10
+    assert not os.path.exists(f"{db}-wal") or os.path.getsize(f"{db}-wal") == 0
+
+
 # --- sharing one file ------------------------------------------------------------------------------------
 
 
