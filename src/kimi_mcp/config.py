@@ -296,9 +296,11 @@ def state_dir(settings: Settings, environ: dict[str, str] | os._Environ[str] | N
 
 
 def data_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    """Where kimi-mcp keeps what it installs: ``$XDG_DATA_HOME/kimi-mcp``, else ``~/.local/share/kimi-mcp``."""
+    """Where kimi-mcp keeps what it installs: ``$XDG_DATA_HOME/kimi-mcp``, else ``~/.local/share/kimi-mcp``
+    (``~``: the ``HOME`` of ``environ``)."""
     environ = os.environ if environ is None else environ
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    base = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
     return Path(base) / "kimi-mcp"
 
 

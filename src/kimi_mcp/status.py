@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .config import Settings, state_dir
+from .config import Settings, kimi_code_prefix, state_dir
 from .errors import AuthError, KimiMCPError
 from .models import ErrorInfo
 
@@ -54,7 +54,7 @@ def status_report(
     if problem is not None:
         report.problems.append(ErrorInfo.from_exception(problem))
     try:
-        report.kimi_bin = find_binary(settings.kimi_bin, env)
+        report.kimi_bin = find_binary(settings.kimi_bin, env, kimi_code_prefix(env))
         install = probe(report.kimi_bin, env, settings.dialect)
         report.dialect, report.kimi_version = install.dialect, install.version
         report.node_version = check_node(install, env)

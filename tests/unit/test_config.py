@@ -408,8 +408,8 @@ def test_a_missing_explicit_env_file_is_a_configuration_problem_not_a_crash(
 def test_the_data_dir_and_kimi_mcps_own_kimi_code(tmp_path: Path) -> None:
     assert data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "kimi-mcp"
     assert kimi_code_prefix({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "kimi-mcp" / "kimi-code"
-    home = Path(os.path.expanduser("~"))
-    assert data_dir({}) == home / ".local" / "share" / "kimi-mcp"
+    assert data_dir({"HOME": str(tmp_path)}) == tmp_path / ".local" / "share" / "kimi-mcp"
+    assert data_dir({}) == Path(os.path.expanduser("~")) / ".local" / "share" / "kimi-mcp"
 
 
 def test_jobs_settings_from_the_environment_and_where_the_job_store_lives(xdg: Path, tmp_path: Path) -> None:
