@@ -24,7 +24,13 @@ INSTRUCTIONS = (
 
 #: the subcommands besides serving (the default): name → (module, help); each module has
 #: ``add_arguments(parser)`` and ``run(args) -> int``, imported only when its command runs
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "install-kimi": (
+        "install_kimi",
+        "install Kimi Code and Node 22 (with npm) into kimi-mcp's own data directory, where the server finds "
+        "them without PATH changes",
+    ),
+}
 
 
 def parser() -> argparse.ArgumentParser:
