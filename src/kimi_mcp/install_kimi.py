@@ -57,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
             ">= 22.19 and Kimi Code yourself (npm install -g @moonshot-ai/kimi-code), then set "
             "KIMI_MCP_KIMI_BIN to its `kimi` or put it on the server's PATH."
         )
+    if own_kimi.marker(prefix).exists() and not own_kimi.is_own(prefix):
+        return _fail(
+            f"kimi-mcp install-kimi: {prefix} holds another npm project ({own_kimi.marker(prefix).name}), "
+            "which it will not touch; choose a new or empty directory with --prefix."
+        )
     installed = _installed_version(prefix)
     if installed == args.kimi_version:
         print(f"Kimi Code {installed} is already installed in {prefix}")
@@ -82,8 +87,8 @@ def _installed_version(prefix: Path) -> str | None:
 
 
 def _npm_install(npm: str, prefix: Path, node_package: str, version: str) -> int:
-    """npm installs both into ``prefix`` together (Kimi Code's install scripts run on that Node); its own
-    output goes to stderr. A local install: Kimi Code's postinstall leaves global ``kimi`` shims alone."""
+    """npm installs both into ``prefix`` in one go (Kimi Code's install scripts find that Node first on
+    their PATH). A local install: Kimi Code's postinstall leaves global ``kimi`` shims alone."""
     prefix.mkdir(parents=True, exist_ok=True)
     own_kimi.write_marker(prefix)
     specs = [f"{node_package}@{own_kimi.NODE_MAJOR}", f"{own_kimi.KIMI_CODE_PACKAGE}@{version}"]
@@ -98,8 +103,8 @@ def _npm_install(npm: str, prefix: Path, node_package: str, version: str) -> int
         "--save-exact",
         *specs,
     ]
-    stderr = 2  # npm's output to the descriptor, not Python's sys.stderr: our stdout keeps only the summary
-    return subprocess.run(command, cwd=prefix, stdout=stderr, stdin=subprocess.DEVNULL).returncode
+    # npm's output goes to descriptor 2 (stderr) itself, so stdout keeps only the summary
+    return subprocess.run(command, cwd=prefix, stdout=2, stdin=subprocess.DEVNULL).returncode
 
 
 def _report(prefix: Path, *, own: bool, kimi_bin: str | None) -> None:

@@ -84,6 +84,19 @@ def test_a_set_kimi_mcp_kimi_bin_is_named_since_it_wins(
     assert "KIMI_MCP_KIMI_BIN=/opt/kimi is set, and wins" in capsys.readouterr().out
 
 
+def test_another_npm_project_is_never_touched(
+    data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake_npm(tmp_path / "npm-bin", tmp_path / "npm.log")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "mine"}')
+    assert install_kimi("--prefix", str(project)) == 1
+    assert "holds another npm project" in capsys.readouterr().err
+    assert (project / "package.json").read_text() == '{"name": "mine"}'
+    assert not (tmp_path / "npm.log").exists()
+
+
 def test_without_npm_it_says_what_to_install(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert install_kimi() == 1
     err = capsys.readouterr().err
