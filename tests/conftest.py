@@ -22,8 +22,10 @@ from kimi_mcp.tracker import _snapshot  # noqa: E402
 @pytest.fixture(autouse=True)
 def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """kimi-mcp's own files (the job store) of in-process servers go to a fresh directory, never the
-    user's ~/.local/state."""
+    user's ~/.local/state; its data directory (``install-kimi``'s Kimi Code) is a fresh, empty one too, so a
+    Kimi the user installed there is never found by a test (servers the tests start inherit both)."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
     monkeypatch.delenv("KIMI_MCP_STATE_DIR", raising=False)
 
 

@@ -32,6 +32,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "remove finished jobs, their isolated copies and the Kimi sessions kimi-mcp created for them "
         "(older than KIMI_MCP_JOB_TTL_DAYS, --older-than DAYS, or --all), and print what that freed",
     ),
+    "install-kimi": (
+        "install_kimi",
+        "install Kimi Code and Node 22 (with npm) into kimi-mcp's own data directory, where the server finds "
+        "them without PATH changes",
+    ),
 }
 
 

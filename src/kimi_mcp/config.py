@@ -2,8 +2,9 @@
 
 The config file is ``$KIMI_MCP_CONFIG`` or ``~/.config/kimi-mcp/config.toml``; its keys are the field
 names below (``timeout = 600``). Every field can be set by ``KIMI_MCP_<FIELD>`` in the environment.
-The ``.env`` loaded is ``$KIMI_MCP_ENV_FILE`` or the one in the kimi-mcp checkout, never the user's
-workspace (whose secrets must not leak into the server by accident). Existing variables win over it.
+The ``.env`` loaded is the first of ``$KIMI_MCP_ENV_FILE``, the one in the kimi-mcp checkout (running from
+it) and the one beside the config file (``~/.config/kimi-mcp/.env``); never the user's workspace (whose
+secrets must not leak into the server by accident). Existing variables win over it.
 """
 
 from __future__ import annotations
@@ -200,10 +201,21 @@ def _checkout_env_file() -> Path | None:
     return candidate if (root / "pyproject.toml").is_file() and candidate.is_file() else None
 
 
-def load_env_file(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
-    """Load the ``.env`` file into the process environment without overriding what is set."""
+def env_file_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+    """The ``.env`` kimi-mcp reads: ``KIMI_MCP_ENV_FILE`` (used as given: missing, it is a configuration
+    problem), else the kimi-mcp checkout's ``.env`` (when running from one), else ``.env`` beside the config
+    file (``~/.config/kimi-mcp/.env``: an install without a checkout); None when there is none."""
     explicit = environ.get(f"{ENV_PREFIX}ENV_FILE")
-    path = Path(explicit).expanduser() if explicit else _checkout_env_file()
+    if explicit:
+        return Path(explicit).expanduser()
+    beside_config = config_file_path(environ).parent / ".env"
+    return _checkout_env_file() or (beside_config if beside_config.is_file() else None)
+
+
+def load_env_file(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+    """Load the ``.env`` file (:func:`env_file_path`) into the process environment without overriding what
+    is set; the path loaded, or None (a missing ``KIMI_MCP_ENV_FILE`` is reported by :func:`load_settings`)."""
+    path = env_file_path(environ)
     if path is None or not path.is_file():
         return None
     load_dotenv(path, override=False)
@@ -222,11 +234,17 @@ def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> S
     """Build the settings from defaults, the config file and the environment (in that order)."""
     environ = os.environ if environ is None else environ
     values, path = _raw_values(environ)
+    problems: list[str] = []
     try:
-        return Settings.model_validate(values)
+        settings = Settings.model_validate(values)
     except ValidationError as exc:
         problems = [_problem(err, environ, path) for err in exc.errors()]
-        raise ConfigError("invalid kimi-mcp configuration: " + "; ".join(problems), problems) from exc
+    env_file = environ.get(f"{ENV_PREFIX}ENV_FILE")
+    if env_file and not Path(env_file).expanduser().is_file():
+        problems.append(f"{ENV_PREFIX}ENV_FILE={env_file!r} (from the environment): no such file")
+    if problems:
+        raise ConfigError("invalid kimi-mcp configuration: " + "; ".join(problems), problems)
+    return settings
 
 
 def _raw_values(environ: Any) -> tuple[dict[str, Any], Path]:
@@ -294,3 +312,18 @@ def state_dir(settings: Settings, environ: dict[str, str] | os._Environ[str] | N
         return Path(settings.state_dir).expanduser()
     base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base) / "kimi-mcp"
+
+
+def data_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """Where kimi-mcp keeps what it installs: ``$XDG_DATA_HOME/kimi-mcp``, else ``~/.local/share/kimi-mcp``
+    (``~``: the ``HOME`` of ``environ``)."""
+    environ = os.environ if environ is None else environ
+    home = environ.get("HOME") or os.path.expanduser("~")
+    base = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    return Path(base) / "kimi-mcp"
+
+
+def kimi_code_prefix(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """kimi-mcp's own Kimi Code (``kimi-mcp install-kimi``: Kimi Code and its Node, an npm prefix), which the
+    server finds there without any PATH change."""
+    return data_dir(environ) / "kimi-code"

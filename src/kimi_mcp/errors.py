@@ -39,8 +39,9 @@ class KimiMCPError(Exception):
 class InstallError(KimiMCPError):
     type = "install"
     default_suggestion = (
-        "Install Kimi Code CLI (npm i -g @moonshot-ai/kimi-code, Node >= 22.19) or the legacy kimi-cli "
-        "(uv tool install --python 3.13 kimi-cli==1.51.0), then put `kimi` on PATH or set KIMI_MCP_KIMI_BIN."
+        "Run `kimi-mcp install-kimi` (Kimi Code and Node 22 where kimi-mcp finds them), or install Kimi Code CLI "
+        "(npm i -g @moonshot-ai/kimi-code, Node >= 22.19) or the legacy kimi-cli (uv tool install --python 3.13 "
+        "kimi-cli==1.51.0), then put `kimi` on PATH or set KIMI_MCP_KIMI_BIN."
     )
 
 

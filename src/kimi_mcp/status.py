@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from .config import Settings, state_dir, unknown_variables
+from .config import Settings, kimi_code_prefix, state_dir, unknown_variables
 from .errors import AuthError, KimiMCPError, SettingsError
 from .models import ErrorInfo
 
@@ -62,7 +62,7 @@ def status_report(
         report.problems.append(ErrorInfo.from_exception(tools))
     report.warnings = unknown_variables(env)
     try:
-        report.kimi_bin = find_binary(settings.kimi_bin, env)
+        report.kimi_bin = find_binary(settings.kimi_bin, env, kimi_code_prefix(env))
         install = probe(report.kimi_bin, env, settings.dialect)
         report.dialect, report.kimi_version = install.dialect, install.version
         report.node_version = check_node(install, env)

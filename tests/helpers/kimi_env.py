@@ -55,8 +55,13 @@ def kimi_code_env_for(install: tuple[Path, Path], base_url: str, home: Path) -> 
     environment (no login) and pointed at the fake API at ``base_url``."""
     binary, node_bin = install
     env = with_node(base_env(home), node_bin)
-    env.update(
-        KIMI_MCP_KIMI_BIN=str(binary),
+    env.update(kimi_code_fake_model(base_url), KIMI_MCP_KIMI_BIN=str(binary))
+    return env
+
+
+def kimi_code_fake_model(base_url: str) -> dict[str, str]:
+    """The variables that configure Kimi Code's model (no login) as the fake API at ``base_url``."""
+    return dict(
         KIMI_MODEL_NAME="kimi-k2-fake",
         KIMI_MODEL_API_KEY=FAKE_KEY,
         KIMI_MODEL_PROVIDER_TYPE="kimi",
@@ -66,4 +71,3 @@ def kimi_code_env_for(install: tuple[Path, Path], base_url: str, home: Path) -> 
         KIMI_LOOP_MAX_ATTEMPTS_PER_STEP="2",
         KIMI_MCP_TIMEOUT="120",
     )
-    return env

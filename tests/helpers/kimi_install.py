@@ -21,11 +21,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from kimi_mcp.own_kimi import KIMI_CODE_VERSION  # what `kimi-mcp install-kimi` installs is what is tested
+
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("KIMI_MCP_TEST_CACHE") or REPO / ".cache" / "kimi-test")
 LEGACY_VERSION = "1.50.0"
 STUB_VERSION = "1.52.0"  # the deprecation stub (1.51.0 still works: 1.50.0's code)
-KIMI_CODE_VERSION = "2.1.0"
 KIMI_CODE_OLD_VERSION = "0.43.1"  # Kimi Code under its pre-2.0 numbering (the same product)
 CLAUDE_CODE_VERSION = "2.1.330"
 INSPECTOR_VERSION = "2.12.0"

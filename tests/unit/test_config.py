@@ -13,6 +13,10 @@ from kimi_mcp.config import (
     ConfigError,
     Settings,
     config_file_path,
+    configured,
+    data_dir,
+    env_file_path,
+    kimi_code_prefix,
     load_env_file,
     load_settings,
     state_dir,
@@ -357,6 +361,55 @@ def test_load_env_file_missing_explicit_file_returns_none(
     clean_env.delenv("KMCP_UNIT_NEW")
     assert load_env_file({"KIMI_MCP_ENV_FILE": str(tmp_path / "missing.env")}) is None
     assert "KMCP_UNIT_NEW" not in os.environ
+
+
+def test_without_a_checkout_the_env_file_beside_the_config_file_is_read(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, xdg: Path
+) -> None:
+    # an installed kimi-mcp (uvx, a wheel) has no checkout
+    clean_env.setattr("kimi_mcp.config._checkout_env_file", lambda: None)
+    assert env_file_path({"XDG_CONFIG_HOME": str(xdg)}) is None
+    beside = write_toml(xdg / "kimi-mcp" / ".env", "KMCP_UNIT_NEW=beside-config\n")
+    clean_env.setenv("KMCP_UNIT_NEW", "placeholder")
+    clean_env.delenv("KMCP_UNIT_NEW")
+    assert load_env_file({"XDG_CONFIG_HOME": str(xdg)}) == beside
+    assert os.environ["KMCP_UNIT_NEW"] == "beside-config"
+    # beside KIMI_MCP_CONFIG's file when that names one
+    config = write_toml(tmp_path / "elsewhere" / "kimi.toml", "")
+    other = write_toml(tmp_path / "elsewhere" / ".env", "")
+    assert env_file_path({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_CONFIG": str(config)}) == other
+
+
+def test_env_file_order_explicit_then_checkout_then_beside_the_config_file(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, xdg: Path
+) -> None:
+    write_toml(xdg / "kimi-mcp" / ".env", "")
+    checkout = write_toml(tmp_path / "checkout" / ".env", "")
+    explicit = write_toml(tmp_path / "server.env", "")
+    clean_env.setattr("kimi_mcp.config._checkout_env_file", lambda: checkout)
+    assert env_file_path({"XDG_CONFIG_HOME": str(xdg)}) == checkout
+    assert env_file_path({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_ENV_FILE": str(explicit)}) == explicit
+
+
+def test_a_missing_explicit_env_file_is_a_configuration_problem_not_a_crash(
+    clean_env: pytest.MonkeyPatch, tmp_path: Path, xdg: Path
+) -> None:
+    missing = tmp_path / "missing.env"
+    env = {"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_ENV_FILE": str(missing), "KIMI_MCP_TIMEOUT": "9"}
+    assert load_env_file(env) is None
+    with pytest.raises(ConfigError) as info:
+        load_settings(env)
+    assert info.value.problems == [f"KIMI_MCP_ENV_FILE={str(missing)!r} (from the environment): no such file"]
+    settings, problem = configured(env)
+    assert settings.timeout == 9.0  # everything else still applies
+    assert problem is not None and problem.type == "config" and str(missing) in problem.message
+
+
+def test_the_data_dir_and_kimi_mcps_own_kimi_code(tmp_path: Path) -> None:
+    assert data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "kimi-mcp"
+    assert kimi_code_prefix({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "kimi-mcp" / "kimi-code"
+    assert data_dir({"HOME": str(tmp_path)}) == tmp_path / ".local" / "share" / "kimi-mcp"
+    assert data_dir({}) == Path(os.path.expanduser("~")) / ".local" / "share" / "kimi-mcp"
 
 
 def test_jobs_settings_from_the_environment_and_where_the_job_store_lives(xdg: Path, tmp_path: Path) -> None:

@@ -113,7 +113,8 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("KIMI_MCP_ENV_FILE", str(tmp_path / "no.env"))  # not the checkout's .env
+    (tmp_path / "empty.env").write_text("")
+    monkeypatch.setenv("KIMI_MCP_ENV_FILE", str(tmp_path / "empty.env"))  # not the checkout's .env
     for name in ("KIMI_SHARE_DIR", "KIMI_CODE_HOME", "XDG_CONFIG_HOME", "KIMI_MCP_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     for name in ("JOB_TTL_DAYS", "SESSION_IDLE", "STATE_DIR"):

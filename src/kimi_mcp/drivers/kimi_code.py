@@ -83,7 +83,7 @@ class KimiCodeDriver(Driver):
         ]  # fmt: skip
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
-        env = dict(base)
+        env = dict(self.install.environment(base))  # kimi-mcp's own install: its Node first on PATH
         env.update(KIMI_DISABLE_TELEMETRY="1", KIMI_CODE_NO_AUTO_UPDATE="1", TERM="xterm-256color")
         return env
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._logging import get_logger
-from ..config import Settings
+from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, find_binary, probe
 from ..errors import KimiMCPError
 from ..models import TaskResult
@@ -88,7 +88,7 @@ class Runner:
             workspace = resolve_workspace(
                 None, [], settings.workspace, allow_home=settings.allow_home_workspace
             )
-            binary = find_binary(settings.kimi_bin, env)
+            binary = find_binary(settings.kimi_bin, env, kimi_code_prefix(env))
             install = probe(binary, env, settings.dialect)
             model = model_run(install, model_alias(install, None, settings, env), env)
         except (KimiMCPError, OSError) as exc:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import tracker
 from .._logging import get_logger
-from ..config import Settings
+from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, check_node, find_binary, probe
 from ..errors import KimiMCPError, SessionError
 from ..models import ErrorInfo, TaskResult, Usage
@@ -106,7 +106,7 @@ class TaskRun:
 
     # -- phases, in order --------------------------------------------------------------------------------
     def _prepare(self) -> str:
-        binary = find_binary(self.settings.kimi_bin, self.env)
+        binary = find_binary(self.settings.kimi_bin, self.env, kimi_code_prefix(self.env))
         self.install = install = probe(binary, self.env, self.settings.dialect)
         check_node(install, self.env)
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
