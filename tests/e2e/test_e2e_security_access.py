@@ -24,16 +24,20 @@ TOKEN = "tok-0123456789abcdef-ABCDEF"
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
-def post_status(url: str, headers: dict[str, str]) -> int:
-    """The HTTP status of a raw ``initialize`` POST (no MCP client: nothing adds credentials)."""
+def post(url: str, headers: dict[str, str]) -> tuple[int, str]:
+    """The HTTP status and body of a raw ``initialize`` POST (no MCP client: nothing adds credentials)."""
     request = urllib.request.Request(
         url, json.dumps(INITIALIZE).encode(), {**MCP_HEADERS, **headers}, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
+            return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
-        return exc.code
+        return exc.code, exc.read().decode()
+
+
+def post_status(url: str, headers: dict[str, str]) -> int:
+    return post(url, headers)[0]
 
 
 # ------------------------------------------------------------------------------------------------ workspace
@@ -153,8 +157,11 @@ def test_http_with_a_token_needs_it_and_works_with_it(
     server = HttpServer(env, workspace, host, tmp_path / "server.log")
     try:
         server.wait_ready()
-        assert post_status(server.url, {}) == 401
-        assert post_status(server.url, {"authorization": "Bearer " + TOKEN[:-1] + "x"}) == 401
+        status, body = post(server.url, {})
+        assert status == 401 and "send `Authorization: Bearer <token>` with the value" in body, body
+        status, body = post(server.url, {"authorization": "Bearer " + TOKEN[:-1] + "x"})
+        assert status == 401 and "does not match the server's KIMI_MCP_HTTP_TOKEN" in body, body
+        assert "re-register" not in body and TOKEN[:-1] not in body  # not OAuth's wording, no token echoed
         assert post_status(server.url, {"authorization": "Bearer " + TOKEN}) == 200
         fake.script(
             [Reply.tool("WriteFile", {"path": "via_http.txt", "content": "h\n"}), Reply.text_reply("ok")]
