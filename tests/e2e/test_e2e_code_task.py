@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import signal
 import time
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from kimi_env import FAKE_KEY, KimiUnderTest
@@ -411,8 +414,8 @@ def test_kimi_killed_mid_turn_leaves_none_of_its_shell_children(
             await asyncio.sleep(0.1)
         await asyncio.sleep(1.0)  # at least one record of Kimi's descendants after the shell started
         procs = processes_with_home(kimi.home)
-        pids = {p.pid for p in procs}
-        roots = [p for p in procs if p.ppid() not in pids]  # Kimi itself (its shell children hang below it)
+        guards = [p for p in procs if "_guard.py" in " ".join(p.cmdline())]
+        roots = [p for p in procs if p.ppid() in {g.pid for g in guards}]  # Kimi itself, below its guard
         assert any("sleep" in " ".join(p.cmdline()) for p in procs), [p.cmdline() for p in procs]
         for root in roots:
             root.kill()  # kill -9, as the OOM killer would
@@ -423,3 +426,40 @@ def test_kimi_killed_mid_turn_leaves_none_of_its_shell_children(
     assert (workspace / "started.txt").exists()
     left = processes_with_home(kimi.home)
     assert not left, [p.cmdline() for p in left]
+
+
+def test_a_server_killed_by_sigkill_leaves_nothing_kimi_started(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """However the server ends (a crashing client takes it down with SIGKILL), Kimi and every command it
+    started end too: Kimi Code runs its shell commands in sessions of their own, which no hangup reaches."""
+    fake.script(
+        [Reply.tool(*kimi.shell("echo started > started.txt && sleep 300")), Reply.text_reply("never")]
+    )
+    seen: dict[str, object] = {}
+
+    async def body(client):
+        asyncio.create_task(
+            client.call_tool("kimi_code_task", {"task_description": "run it", "work_dir": str(workspace)})
+        )
+        for _ in range(600):
+            if (workspace / "started.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(0.5)
+        seen["before"] = [" ".join(p.cmdline()) for p in processes_with_home(kimi.home)]
+        server = next(
+            p for p in psutil.Process().children(recursive=True) if "kimi-mcp" in " ".join(p.cmdline())
+        )
+        server.send_signal(signal.SIGKILL)
+        seen["killed"] = time.monotonic()
+
+    with contextlib.suppress(Exception):  # the client sees its server vanish
+        asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
+    assert any("sleep 300" in line for line in seen["before"]), seen  # Kimi's command ran when it died
+    deadline = time.monotonic() + 30
+    while processes_with_home(kimi.home) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = processes_with_home(kimi.home)
+    assert not left, [p.cmdline() for p in left]
+    print(f"nothing left {time.monotonic() - seen['killed']:.2f} s after the server's SIGKILL")

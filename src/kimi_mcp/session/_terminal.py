@@ -11,6 +11,7 @@ import math
 import os
 import re
 import select
+import sys
 import threading
 import time
 import weakref
@@ -37,6 +38,16 @@ EXIT_WAIT = 2.5  # seconds Kimi has to exit after each exit sequence
 EXIT_IDLE_FIRST, EXIT_IDLE_RETRY = 3.0, 1.5  # idle screen awaited before the first / a later exit sequence
 PROCESS_SAMPLE = 0.5  # seconds between records of Kimi's descendants (ended with it, however it dies)
 IDLE_SAMPLE = 5.0  # the same while nobody uses the session (a standby or a live session between turns)
+
+
+GUARD = Path(__file__).with_name("_guard.py")
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """``argv`` run by its guard, so nothing it starts outlives this server (Linux; elsewhere as it is)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-I", "-S", str(GUARD), str(os.getpid()), "--", *argv]
 
 
 class Terminal:
@@ -78,11 +89,12 @@ class Terminal:
 
     # -- the process -------------------------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        """Start ``argv`` on a fresh pty of ``ROWS`` x ``COLS``."""
+        """Start ``argv`` on a fresh pty of ``ROWS`` x ``COLS``, under its guard (see ``_guard``)."""
+        command = guarded(argv)
         try:
             self._child = pexpect.spawn(
-                argv[0],
-                argv[1:],
+                command[0],
+                command[1:],
                 cwd=str(cwd),
                 env=env,
                 dimensions=(ROWS, COLS),
