@@ -19,7 +19,7 @@ from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
 
 from . import __version__
-from ._logging import setup_logging
+from ._logging import CLIENT, setup_logging
 from .cli import INSTRUCTIONS
 from .config import ConfigError, Settings, configured, load_env_file, unknown_variables
 from .errors import KimiMCPError, SettingsError
@@ -73,7 +73,7 @@ def serve(args: argparse.Namespace) -> None:
         raise SystemExit(2) from exc
     logger = setup_logging(settings.log_level, settings.log_file)
     for warning in unknown_variables():
-        logger.warning("%s", warning)
+        logger.warning("%s", warning, extra=CLIENT)
     holder: list[FastMCP] = []
 
     def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left

@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
+from fastmcp import Client
 from kimi_env import KimiUnderTest
-from mcp_helpers import processes_with_home, with_client
+from mcp_helpers import processes_with_home, transport, with_client
 
 pytestmark = pytest.mark.e2e
 
@@ -136,4 +137,37 @@ def test_standby_at_startup_serves_the_first_call(
     data = asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
     assert data["success"] is True and data["warm_start"] is True
     assert data["files_created"] == ["first.txt"] and data["file_contents"] == {"first.txt": "1\n"}
+    assert not processes_with_home(kimi.home)
+
+
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # what is relayed does not depend on the dialect
+def test_the_client_hears_of_a_misspelt_variable_and_of_the_standby_used(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Important events also reach the MCP client as log notifications (stderr keeps everything)."""
+    fake.script([Reply.text_reply("first done")], marker="FIRST")
+    fake.script([Reply.text_reply("second done")], marker="SECOND")
+    heard: list[tuple[str, str]] = []
+
+    async def on_log(message) -> None:
+        data = message.data
+        heard.append((message.level, data.get("msg", str(data)) if isinstance(data, dict) else str(data)))
+
+    async def body(_client):
+        async with Client(
+            transport({**kimi.env, "KIMI_MCP_TIMOUT": "5"}, workspace, tmp_path / "server.log"),
+            log_handler=on_log, timeout=300,
+        ) as client:  # fmt: skip
+            await client.call_tool("kimi_status", {})
+            for task in ("FIRST task", "SECOND task"):
+                await client.call_tool(
+                    "kimi_code_task", {"task_description": task, "work_dir": str(workspace)}
+                )
+
+    asyncio.run(body(None))
+    assert (
+        "warning",
+        "KIMI_MCP_TIMOUT is not a kimi-mcp setting and is ignored; did you mean KIMI_MCP_TIMEOUT?",
+    ) in heard, heard
+    assert ("info", f"using the standby Kimi for {workspace}") in heard, heard
     assert not processes_with_home(kimi.home)

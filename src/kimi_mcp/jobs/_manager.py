@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .._logging import get_logger
+from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
 from ..models import ErrorInfo, JobProgress, JobStatus, TaskResult
 from ..task import RunWatch
@@ -133,6 +133,11 @@ class JobManager:
                 interrupted = self._store.interrupt_orphans()
                 pruned = self._store.prune(self.ttl_days)
                 log.info("job store %s: %d interrupted, %d pruned", self.path, len(interrupted), pruned)
+                if interrupted:
+                    log.warning(
+                        "%d job(s) were interrupted because their server stopped: %s (kimi_jobs lists them)",
+                        len(interrupted), ", ".join(interrupted[:5]), extra=CLIENT,
+                    )  # fmt: skip
             return self._store
 
     # -- running -----------------------------------------------------------------------------------------

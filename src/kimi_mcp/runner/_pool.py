@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._logging import get_logger
+from .._logging import CLIENT, get_logger
 from ..session import KimiSession
 
 log = get_logger("pool")
@@ -104,7 +104,7 @@ class _Standby:
             if not self.live:  # a live session has started long ago
                 self.session.start()
         except Exception as exc:  # the next call starts Kimi itself and reports the real error
-            log.info("standby Kimi did not start: %s", exc)
+            log.info("standby Kimi did not start: %s", exc, extra=CLIENT)
             self.failed = True
             if self.session is not None:
                 self.session.kill()
@@ -181,7 +181,7 @@ class SessionPool:
         if standby is None:
             return None
         if workspace_signature(Path(key.workspace), key.lists_workspace) != standby.signature:
-            log.info("workspace changed since the standby started; starting a fresh Kimi")
+            log.info("workspace changed since the standby started; starting a fresh Kimi", extra=CLIENT)
             self._retire_standby(standby)
             return None
         while not standby.ready.wait(0.05):  # still starting: waiting beats a cold start
@@ -193,7 +193,7 @@ class SessionPool:
             if session is not None:
                 self.retire(session, graceful=False)
             return None
-        log.info("using the standby Kimi for %s", key.workspace)
+        log.info("using the standby Kimi for %s", key.workspace, extra=CLIENT)
         return session
 
     def _add(self, table: dict, key: object, holder: _Standby, idle: float, limit: int) -> list[_Standby]:
@@ -252,7 +252,11 @@ class SessionPool:
         if live is None:
             return None
         if live.key.model != model:
-            log.info("the live Kimi session runs another model; resuming it with %s", model or "the default")
+            log.info(
+                "the live Kimi session runs another model; resuming it with %s",
+                model or "the default",
+                extra=CLIENT,
+            )
             self._close_now(live)  # not in the background: the resumed Kimi must not overlap it
             return None
         session = live.halt(self.halt_wait)

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .._logging import get_logger
+from .._logging import CLIENT, get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
 from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from ..secrets import Redactor
@@ -190,7 +190,12 @@ class KimiSession:
             )
         self.state = State.SETUP
         self._progress(f"Kimi is not logged in; logging in to {self._login.platform} with MOONSHOT_API_KEY")
-        log.info("running the automated login (%s, platform %s)", self.driver.name, self._login.platform)
+        log.info(
+            "running the automated login (%s, platform %s)",
+            self.driver.name,
+            self._login.platform,
+            extra=CLIENT,
+        )
         try:
             model = self.driver.login(self.term, self._login)
         except KimiMCPError as exc:
@@ -199,7 +204,7 @@ class KimiSession:
             raise
         self._logged_in_here = True
         self._progress(f"logged in; model {model}")
-        log.info("automated login done; model %s", model)
+        log.info("automated login done; model %s", model, extra=CLIENT)
         self.state = State.STARTING
 
     def close(self) -> None:

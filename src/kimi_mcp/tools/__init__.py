@@ -18,7 +18,7 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
-from .._logging import get_logger
+from .._logging import CLIENT_EVENTS, get_logger
 from ..config import Settings
 from ..errors import KimiMCPError
 from ._tasks import JobTasks
@@ -80,6 +80,7 @@ def register_tools(
 
     mcp.add_middleware(_LoadTools(load))
     mcp.add_middleware(_ArgumentErrors())
+    mcp.add_middleware(_RelayEvents())
     return names
 
 
@@ -129,6 +130,19 @@ class _ArgumentErrors(Middleware):
             name = context.message.name
             tool = await context.fastmcp_context.fastmcp.get_tool(name) if context.fastmcp_context else None
             return invalid_arguments(name, exc, tool.output_schema if tool is not None else None)
+
+
+class _RelayEvents(Middleware):
+    """After each tool call, the events kept for the client go out as log notifications of it (during a
+    long call the wait relays them as they come; a client reads notifications of its tool calls)."""
+
+    async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        result = await call_next(context)
+        if CLIENT_EVENTS.pending():
+            from ._mcp import relay_events
+
+            await relay_events(context.fastmcp_context)
+        return result
 
 
 def shutdown_jobs() -> None:

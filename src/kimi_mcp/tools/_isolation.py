@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from .._logging import get_logger
+from .._logging import CLIENT, get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput
 from ..jobs import FINISHED, JobManager
@@ -163,5 +163,5 @@ def prune_copies(jobs: JobManager, settings: Settings) -> list[str]:
 
     removed = worktree.prune(state, keep)
     if removed:
-        log.info("removed %d stale isolated copies: %s", len(removed), ", ".join(removed))
+        log.info("removed %d stale isolated copies: %s", len(removed), ", ".join(removed), extra=CLIENT)
     return removed

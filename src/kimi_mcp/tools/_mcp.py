@@ -16,7 +16,7 @@ from fastmcp.tools.base import ToolResult
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import ValidationError as PydanticValidationError
 
-from .._logging import get_logger
+from .._logging import CLIENT_EVENTS, get_logger
 from ..config import Settings
 from ..errors import BadInput, KimiMCPError
 from ..jobs import Job
@@ -113,6 +113,22 @@ def invalid_arguments(tool: str, exc: Exception, output_schema: dict | None) -> 
     return ToolResult(content=[text], structured_content=payload, is_error=True)
 
 
+async def relay_events(ctx: Context | None) -> None:
+    """Send the events kept for the client (``_logging.CLIENT_EVENTS``) as MCP log notifications of this
+    request; never fails the request."""
+    events = CLIENT_EVENTS.drain()
+    if ctx is None or not events:
+        return
+    for level, message in events:
+        try:
+            with warnings.catch_warnings():  # the logging capability is deprecated on 2026-07-28: still sent
+                warnings.simplefilter("ignore")
+                await ctx.log(message, level=level, logger_name="kimi-mcp")  # type: ignore[arg-type]
+        except Exception as exc:
+            log.debug("event not relayed: %s", exc)
+            return
+
+
 def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] = TaskResult) -> TaskResult:
     return cls(success=False, status="failed", workspace=workspace, error=ErrorInfo.from_exception(exc))
 
@@ -196,6 +212,7 @@ async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: S
                     )
                 except Exception as exc:
                     log.debug("progress not sent: %s", exc)
+                await relay_events(ctx)
 
     try:
         async with anyio.create_task_group() as group:
