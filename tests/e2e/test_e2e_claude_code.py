@@ -113,7 +113,7 @@ def test_an_error_result_says_alone_what_happened_and_what_to_do(
     assert result.is_error is True
     lines = result.text.splitlines()
     assert lines[0] == f"Error (install): KIMI_MCP_KIMI_BIN={missing} is not an executable file"
-    assert lines[1].startswith("What to do: Install Kimi Code CLI") and "KIMI_MCP_KIMI_BIN" in lines[1]
+    assert lines[1].startswith("What to do: Run `kimi-mcp install-kimi`") and "KIMI_MCP_KIMI_BIN" in lines[1]
     assert "Retryable: no" in lines
     assert "Files already changed: none" in lines
     ours = result.text.split("\n\n")[0]  # Claude Code may append its own note (the tool's input schema)
