@@ -32,7 +32,9 @@ def claude(
 ) -> Iterator[ClaudeCode]:
     """Claude Code in ``workspace`` with the same isolated HOME as the Kimi under test, so every process
     of the test (Claude Code, uv, the server, Kimi, Node, shells) can be found by its HOME."""
-    yield ClaudeCode(claude_code, workspace, claude_env(home, fake_anthropic.base_url))
+    claude = ClaudeCode(claude_code, workspace, claude_env(home, fake_anthropic.base_url))
+    fake_anthropic.think_until(claude.tools_listed)  # the model answers once Claude Code has kimi's tools
+    yield claude
     kill_all(home)  # only if a test failed before its own check: never leave processes behind
 
 

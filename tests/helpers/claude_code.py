@@ -62,7 +62,18 @@ class ClaudeCode:
             timeout=timeout,
         )
 
+    @property
+    def server_log(self) -> Path:
+        """Where the kimi server that ``add_kimi`` registers logs (unless its environment names a file)."""
+        return self.cwd.parent / "kimi-mcp-server.log"
+
+    def tools_listed(self) -> bool:
+        """Whether the kimi server has listed its tools to Claude Code (the first time)."""
+        log = self.server_log
+        return log.exists() and "tools listed to the client" in log.read_text(errors="replace")
+
     def add_kimi(self, server_env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        server_env = {"KIMI_MCP_LOG_FILE": str(self.server_log), **server_env}
         flags = [part for key, value in server_env.items() for part in ("-e", f"{key}={value}")]
         proc = self.run("mcp", "add", "kimi", *flags, "--", *SERVER_COMMAND, timeout=60)
         assert proc.returncode == 0, proc.stderr

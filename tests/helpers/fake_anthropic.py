@@ -21,6 +21,7 @@ Requests without tools (Claude Code's side calls: titles, summaries, quota probe
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from typing import Any
 from fake_http import FakeHTTPServer, handler_base
 
 MODEL = "claude-fake-1"
+THINK_LIMIT_S = 120.0
 TOOL_SEARCH = "ToolSearch"
 
 
@@ -99,6 +101,7 @@ class FakeAnthropic(FakeHTTPServer):
     name = "fake-anthropic"
 
     def __init__(self, port: int = 0, *, side_reply: str = "Fake title") -> None:
+        self._ready: Callable[[], bool] | None = None
         self._steps: deque[Step] = deque()
         self.side_reply = side_reply
         self.requests: list[dict[str, Any]] = []
@@ -119,7 +122,15 @@ class FakeAnthropic(FakeHTTPServer):
         with self._lock:
             self._steps.extend(steps)
 
+    def think_until(self, ready: Callable[[], bool]) -> None:
+        """The model's first reply of the conversation waits (at most ``THINK_LIMIT_S``) until ``ready()``:
+        e.g. until the kimi server has listed its tools to Claude Code, which a busy machine can make take
+        longer than the ~10 s Claude Code lets a tool call wait for a server still connecting. A real model
+        takes seconds too; without this the test would measure the machine's load, not the product."""
+        self._ready = ready
+
     def reset(self) -> None:
+        self._ready = None
         with self._lock:
             self._steps.clear()
             self.requests.clear()
@@ -181,6 +192,10 @@ class FakeAnthropic(FakeHTTPServer):
         """(text, tool_use blocks, stop_reason) for one /v1/messages request."""
         if is_side_request(body):
             return self.side_reply, [], "end_turn"
+        ready, deadline = self._ready, time.monotonic() + THINK_LIMIT_S
+        while ready is not None and not ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._ready = None  # the first reply only
         with self._lock:
             self._collect_tool_results(body)
             if not self._steps:
