@@ -66,6 +66,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(importlib.import_module(f"{__package__}.{args.module}").run(args))
     if args.check:
         raise SystemExit(check())
+    if not args.http:
+        from ._connect import FastConnect
+
+        FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
     from .server import serve  # FastMCP and the rest load only to serve
 
     serve(args)

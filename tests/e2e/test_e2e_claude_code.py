@@ -6,6 +6,7 @@ sends back to it as ``tool_result`` is exactly what a real model would see."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -162,4 +163,32 @@ def test_long_task_through_the_job_handles(
     assert done["file_contents"] == {"hello.py": HELLO}
     assert done["output"] == "Created hello.py."
     assert (workspace / "hello.py").read_text() == HELLO
+    assert wait_until_gone(kimi.home) == []
+
+
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # connecting does not depend on the dialect
+def test_under_two_cpu_burners_a_new_session_has_kimis_tools_at_once(
+    claude: ClaudeCode, kimi: KimiUnderTest, fake: FakeMoonshot, fake_anthropic: FakeAnthropic
+):
+    """Issue 23 item 7: on a busy machine the server took longer to list its tools than Claude Code lets a
+    call wait for a connecting server ("No such tool available"). After a first start it answers the
+    handshake and the tool list from its record at once; here the model calls at once too (no wait)."""
+    claude.add_kimi(server_vars(kimi.env))
+    fake.script([Reply.text_reply("First.")])
+    fake_anthropic.script([Step.tool(TASK, {"task_description": "first"}), Step.final("one")])
+    assert claude.print_json("Ask Kimi once")["result"] == "one"  # the server's first start records
+    fake.script([Reply.text_reply("Second.")])
+    fake_anthropic.script([Step.tool(TASK, {"task_description": "second"}), Step.final("two")])
+    fake_anthropic.think_until(None)  # the model calls as soon as Claude Code asks it
+    burners = [subprocess.Popen(["yes"], stdout=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        answer = claude.print_json("Ask Kimi again")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert answer["result"] == "two", answer
+    second = kimi_results(fake_anthropic)[-1]
+    assert second.is_error is False, second.text  # not "No such tool available"
+    assert json.loads(second.text)["output"] == "Second."
     assert wait_until_gone(kimi.home) == []

@@ -122,7 +122,7 @@ class FakeAnthropic(FakeHTTPServer):
         with self._lock:
             self._steps.extend(steps)
 
-    def think_until(self, ready: Callable[[], bool]) -> None:
+    def think_until(self, ready: Callable[[], bool] | None) -> None:
         """The model's first reply of the conversation waits (at most ``THINK_LIMIT_S``) until ``ready()``:
         e.g. until the kimi server has listed its tools to Claude Code, which a busy machine can make take
         longer than the ~10 s Claude Code lets a tool call wait for a server still connecting. A real model
