@@ -102,7 +102,9 @@ class FastConnect:
         if not version:
             return None, None
         capabilities = json.dumps(meta.get("io.modelcontextprotocol/clientCapabilities"), sort_keys=True)
-        key = f"{message['method']} {version} {capabilities if message['method'] == 'server/discover' else ''}"
+        key = (
+            f"{message['method']} {version} {capabilities if message['method'] == 'server/discover' else ''}"
+        )
         return key.strip(), json.dumps(message["id"])
 
     # -- server -> client ------------------------------------------------------------------------------

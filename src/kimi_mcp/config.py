@@ -178,7 +178,11 @@ class Settings(BaseModel):
 
 
 #: ``KIMI_MCP_*`` variables that are not settings: where the settings come from
-SOURCE_VARIABLES = ("CONFIG", "ENV_FILE", "FAST_CONNECT")  # FAST_CONNECT: read by _connect, before any setting
+SOURCE_VARIABLES = (
+    "CONFIG",
+    "ENV_FILE",
+    "FAST_CONNECT",
+)  # FAST_CONNECT: read by _connect, before any setting
 
 
 def unknown_variables(environ: Any = None) -> list[str]:

@@ -329,32 +329,30 @@ class Driver(ABC):
     model_variable: ClassVar[str] = "KIMI_MODEL_NAME"
 
     def configured_model(self, env: dict[str, str]) -> str | None:
-        """The model this Kimi would use without logging in: from the environment, else ``default_model`` in
-        its config file; ``None`` when it is not logged in (read only, nothing is run)."""
-        if env.get(self.model_variable):
-            return f"{env[self.model_variable]} (from {self.model_variable})"
-        try:
-            config = tomllib.loads(
-                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
-            )
-        except (OSError, ValueError):
+        """The model this Kimi would use without logging in, and where it is set: the environment, else
+        ``default_model`` in its config file; ``None`` when it is not logged in (read only, nothing is run)."""
+        alias = self.default_alias(env)
+        if alias is None:
             return None
-        model = config.get("default_model")
-        return f"{model} (from {self.sessions_root(env).parent / 'config.toml'})" if model else None
+        return f"{alias} (from {self.model_variable if env.get(self.model_variable) else self._config_path(env)})"
 
     def default_alias(self, env: dict[str, str]) -> str | None:
         """The model alias this Kimi runs without ``-m``: the environment's model, else ``default_model`` in
         its config file; ``None`` when it has none yet (read only, nothing is run)."""
         if env.get(self.model_variable):
             return env[self.model_variable]
+        model = (self._config(env) or {}).get("default_model")
+        return str(model) if model else None
+
+    def _config_path(self, env: dict[str, str]) -> Path:
+        return self.sessions_root(env).parent / "config.toml"
+
+    def _config(self, env: dict[str, str]) -> dict[str, Any] | None:
+        """Kimi's own config file, or ``None`` when there is none or it cannot be read."""
         try:
-            config = tomllib.loads(
-                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
-            )
+            return tomllib.loads(self._config_path(env).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        model = config.get("default_model")
-        return str(model) if model else None
 
     def models(self, env: dict[str, str]) -> dict[str, str]:
         """The models this Kimi offers: alias (what ``-m`` takes: a key of ``[models]`` in its config file)
@@ -362,11 +360,8 @@ class Driver(ABC):
         one: both dialects then use it whatever ``-m`` says, so it is listed under its own name."""
         if env.get(self.model_variable):
             return {env[self.model_variable]: env[self.model_variable]}
-        try:
-            config = tomllib.loads(
-                (self.sessions_root(env).parent / "config.toml").read_text(encoding="utf-8")
-            )
-        except (OSError, ValueError):
+        config = self._config(env)
+        if config is None:
             return {}
         table = config.get("models")
         if not isinstance(table, dict):
@@ -394,7 +389,7 @@ class Driver(ABC):
         where = (
             f"{self.model_variable} in the server's environment"
             if env.get(self.model_variable)
-            else str(self.sessions_root(env).parent / "config.toml")
+            else str(self._config_path(env))
         )
         listed = ", ".join(f"{a} ({n})" if n != a else a for a, n in sorted(offered.items()))
         raise BadInput(
