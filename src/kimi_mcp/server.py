@@ -20,10 +20,10 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__
 from ._logging import setup_logging
-from .cli import INSTRUCTIONS
 from .config import ConfigError, Settings, configured, load_env_file, unknown_variables
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
+from .instructions import INSTRUCTIONS
 from .tools import register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
