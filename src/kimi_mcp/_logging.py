@@ -4,10 +4,10 @@ masked: configured keys and anything shaped like an API key never reach a log.""
 from __future__ import annotations
 
 import logging
-import os
 import sys
+from collections.abc import Iterable
 
-from .secrets import Redactor, configured_secrets
+from .secrets import Redactor
 
 LOGGER_NAME = "kimi_mcp"
 
@@ -27,12 +27,16 @@ class MaskSecrets(logging.Filter):
         return True
 
 
-def setup_logging(level: str = "INFO", log_file: str | None = None) -> logging.Logger:
+def setup_logging(
+    level: str = "INFO", log_file: str | None = None, secrets: Iterable[str] = ()
+) -> logging.Logger:
+    """kimi-mcp's logger at ``level`` on stderr (and ``log_file``), every record masked: ``secrets`` (the
+    configured keys) and anything shaped like an API key."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(level.upper())
     logger.handlers.clear()
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    mask = MaskSecrets(Redactor(configured_secrets(os.environ)))
+    mask = MaskSecrets(Redactor(secrets))
     handler: logging.Handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(fmt)
     handler.addFilter(mask)

@@ -60,12 +60,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def check() -> int:
     """``--check``: 0 when kimi-mcp can run Kimi as configured, else 1 (each problem printed)."""
-    from .config import configured, load_env_file
+    from .config import configured, load_env_file, read_environment
     from .status import check_lines, status_report
 
     load_env_file()
     settings, problem = configured()
-    report = status_report(settings, problem)
+    report = status_report(settings, problem, env=read_environment())
     try:
         print("\n".join(check_lines(report)), flush=True)
     except BrokenPipeError:  # `kimi-mcp --check | head`: the reader left; say nothing more

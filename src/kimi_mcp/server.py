@@ -20,10 +20,11 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__
 from ._logging import setup_logging
-from .config import ConfigError, Settings, configured, load_env_file, unknown_variables
+from .config import ConfigError, Settings, configured, load_env_file, read_environment, unknown_variables
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
 from .instructions import INSTRUCTIONS
+from .secrets import configured_secrets
 from .tools import register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
@@ -36,12 +37,14 @@ def create_server(
     run: RunTask | None = None,
     problem: KimiMCPError | None = None,
     on_load: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
 ) -> FastMCP:
     """The MCP server with the enabled tools (loaded at its first request after ``initialize``, then
     ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: the runner);
-    ``problem``: the configuration was invalid (the server serves, every Kimi call says why)."""
+    ``problem``: the configuration was invalid (the server serves, every Kimi call says why); ``env``: the
+    environment Kimi runs in (default: the process's, read now)."""
     mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
-    register_tools(mcp, settings, run, problem, on_load)
+    register_tools(mcp, settings, run, problem, on_load, env=read_environment() if env is None else env)
     return mcp
 
 
@@ -66,13 +69,14 @@ def serve(args: argparse.Namespace) -> None:
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     settings, problem = configured()
+    env = read_environment()
     try:
         auth = http_auth(args.host, settings.http_token) if args.http else None
     except ConfigError as exc:  # never serve HTTP off loopback without its token
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    logger = setup_logging(settings.log_level, settings.log_file)
-    for warning in unknown_variables():
+    logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
+    for warning in unknown_variables(env):
         logger.warning("%s", warning)
     holder: list[FastMCP] = []
 
@@ -80,11 +84,11 @@ def serve(args: argparse.Namespace) -> None:
         threading.Thread(target=_prune_copies, args=(holder[0],), daemon=True).start()
 
     try:
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env)
     except ValueError as exc:  # KIMI_MCP_TOOLS names unknown tools: serve them all, each says why
         problem = SettingsError(str(exc), details={"problems": [str(exc)]})
         settings = settings.model_copy(update={"tools": None})
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env)
     holder.append(mcp)
     if problem is not None:
         print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
@@ -93,7 +97,7 @@ def serve(args: argparse.Namespace) -> None:
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, _exit_on_signal)
     if settings.standby == "startup":
-        threading.Thread(target=_prewarm, args=(settings,), daemon=True).start()
+        threading.Thread(target=_prewarm, args=(settings, env), daemon=True).start()
     try:
         if args.http:
             mcp.run(
@@ -114,10 +118,10 @@ def serve(args: argparse.Namespace) -> None:
             os._exit(128 + _signalled[0])
 
 
-def _prewarm(settings: Settings) -> None:
+def _prewarm(settings: Settings, env: dict[str, str]) -> None:
     from . import runner
 
-    runner.prewarm_default(settings)
+    runner.prewarm_default(settings, env)
 
 
 def _prune_copies(mcp: FastMCP) -> None:

@@ -5,8 +5,8 @@ binary (dialect, version; Node for Kimi Code) and, in a running server, its live
 from __future__ import annotations
 
 import difflib
-import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -47,12 +47,13 @@ class StatusReport(BaseModel):
 
 
 def status_report(
-    settings: Settings, problem: KimiMCPError | None = None, env: dict[str, str] | None = None
+    settings: Settings, problem: KimiMCPError | None = None, *, env: Mapping[str, str]
 ) -> StatusReport:
-    """Check the configuration (``problem``: why it was refused) and the Kimi install."""
+    """Check the configuration (``problem``: why it was refused) and the Kimi install, in ``env`` (the
+    environment read where kimi-mcp started)."""
     from .drivers import check_node, find_binary, make_driver, probe
 
-    env = dict(os.environ if env is None else env)
+    env = dict(env)
     report = StatusReport(
         success=True, state_dir=str(state_dir(settings, env)), workspace_default=settings.workspace
     )

@@ -9,10 +9,9 @@ changed are still reported. ``shutdown()`` stops every Kimi the runner still own
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .._logging import get_logger
@@ -58,11 +57,12 @@ class Runner:
         *,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
-        environ: dict[str, str] | None = None,
+        environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult:
-        """Blocking: run the task; always a TaskResult (``success=False`` with ``error`` on failure).
-        ``watch`` is kept current while it runs (queued, session id, files changed so far)."""
+        """Blocking: run the task in ``environ`` (the server's, read at its start); always a TaskResult
+        (``success=False`` with ``error`` on failure). ``watch`` is kept current while it runs (queued,
+        session id, files changed so far)."""
         call = TaskRun(
             self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
         )
@@ -81,9 +81,9 @@ class Runner:
 
         self.pool.prewarm(key, factory, settings.standby_idle)
 
-    def prewarm_default(self, settings: Settings, environ: dict[str, str] | None = None) -> None:
+    def prewarm_default(self, settings: Settings, environ: Mapping[str, str]) -> None:
         """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
-        env = dict(os.environ if environ is None else environ)
+        env = dict(environ)
         try:
             workspace = resolve_workspace(
                 None, [], settings.workspace, allow_home=settings.allow_home_workspace
@@ -116,7 +116,7 @@ def run_task(
     *,
     on_progress: Callable[[str], None] | None = None,
     cancel: threading.Event | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str],
     watch: RunWatch | None = None,
 ) -> TaskResult:
     """Run ``request`` on the server's runner (see :meth:`Runner.run`)."""
@@ -125,7 +125,7 @@ def run_task(
     )
 
 
-def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -> None:
+def prewarm_default(settings: Settings, environ: Mapping[str, str]) -> None:
     _default.prewarm_default(settings, environ)
 
 

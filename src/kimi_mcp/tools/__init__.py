@@ -65,16 +65,18 @@ def register_tools(
     run: RunTask | None = None,
     problem: KimiMCPError | None = None,
     on_load: Callable[[], None] | None = None,
+    *,
+    env: dict[str, str],
 ) -> list[str]:
     """Register the tools allowed by ``settings.tools`` (``ValueError`` at once for unknown names), running
-    Kimi with ``run`` (default: the runner's); with a configuration ``problem`` every Kimi call answers
-    with it. They are loaded at the server's first request other than ``initialize``, then ``on_load()``
-    runs."""
+    Kimi with ``run`` (default: the runner's) in ``env`` (the environment the server read at its start);
+    with a configuration ``problem`` every Kimi call answers with it. They are loaded at the server's first
+    request other than ``initialize``, then ``on_load()`` runs."""
     names = enabled_tools(settings)
     mcp.add_extension(JobTasks(ttl_ms=int(settings.job_ttl_days * 86_400_000)))
 
     def load() -> None:
-        _load(mcp, names, settings, run, problem)
+        _load(mcp, names, settings, env, run, problem)
         if on_load is not None:
             on_load()
 
@@ -84,12 +86,17 @@ def register_tools(
 
 
 def _load(
-    mcp: FastMCP, names: list[str], settings: Settings, run: RunTask | None, problem: KimiMCPError | None
+    mcp: FastMCP,
+    names: list[str],
+    settings: Settings,
+    env: dict[str, str],
+    run: RunTask | None,
+    problem: KimiMCPError | None,
 ) -> None:
     from ._pipeline import Backend, bind, run_task
     from .resources import register_resources
 
-    backend = Backend(settings, run or run_task, problem)
+    backend = Backend(settings, env, run or run_task, problem)
     bind(mcp, backend)
     register_resources(mcp, backend.jobs)
     for name in names:
@@ -146,4 +153,4 @@ def prune_copies(mcp: FastMCP) -> list[str]:
     from ._pipeline import current_backend
 
     backend = current_backend(mcp)
-    return prune(backend.jobs, backend.settings)
+    return prune(backend.jobs, backend.state_dir)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import anyio
@@ -43,6 +43,7 @@ class RunTask(Protocol):
         *,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult: ...
 

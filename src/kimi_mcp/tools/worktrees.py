@@ -14,7 +14,6 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from ..config import state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED, JobRecord
 from ..models import ApplyResult, ConflictInfo, ErrorInfo
@@ -56,7 +55,7 @@ async def kimi_apply(
         if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
             return found
         record, copy_id = found
-        copy = await anyio.to_thread.run_sync(worktree.load, state_dir(backend.settings), copy_id)
+        copy = await anyio.to_thread.run_sync(worktree.load, backend.state_dir, copy_id)
         applied = await anyio.to_thread.run_sync(worktree.apply, copy, list(paths) if paths else None)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
@@ -98,7 +97,7 @@ async def kimi_discard(
         record, copy_id = found
         if record.session_id:
             await anyio.to_thread.run_sync(_close_live, record.session_id)
-        removed = await anyio.to_thread.run_sync(worktree.discard, state_dir(backend.settings), copy_id)
+        removed = await anyio.to_thread.run_sync(worktree.discard, backend.state_dir, copy_id)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
     result = ApplyResult(success=True, job_id=record.job_id, workspace=record.workspace, discarded=True)
