@@ -5,7 +5,6 @@ binary (dialect, version; Node for Kimi Code) and, in a running server, its live
 from __future__ import annotations
 
 import difflib
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -75,11 +74,6 @@ def status_report(
             driver.model_flag(settings.model, env, "KIMI_MCP_MODEL")  # an unknown default is a problem now
     except KimiMCPError as exc:
         report.problems.append(ErrorInfo.from_exception(exc))
-    runner = sys.modules.get("kimi_mcp.runner")  # not loaded: no call yet, so nothing is held
-    if runner is not None:
-        pool = runner.default_runner().pool
-        report.standbys = pool.counts()[0]
-        report.live_sessions = pool.live_count()
     report.success = not report.problems
     return report
 

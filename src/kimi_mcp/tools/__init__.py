@@ -24,6 +24,7 @@ from ..errors import KimiMCPError
 from ._tasks import JobTasks
 
 if TYPE_CHECKING:
+    from ..lazy_runner import LazyRunner
     from ._mcp import RunTask
 
 log = get_logger("tools")
@@ -67,16 +68,17 @@ def register_tools(
     on_load: Callable[[], None] | None = None,
     *,
     env: dict[str, str],
+    runner: LazyRunner,
 ) -> list[str]:
     """Register the tools allowed by ``settings.tools`` (``ValueError`` at once for unknown names), running
-    Kimi with ``run`` (default: the runner's) in ``env`` (the environment the server read at its start);
-    with a configuration ``problem`` every Kimi call answers with it. They are loaded at the server's first
-    request other than ``initialize``, then ``on_load()`` runs."""
+    Kimi with ``run`` (default: the server's ``runner``) in ``env`` (the environment the server read at its
+    start); with a configuration ``problem`` every Kimi call answers with it. They are loaded at the
+    server's first request other than ``initialize``, then ``on_load()`` runs."""
     names = enabled_tools(settings)
     mcp.add_extension(JobTasks(ttl_ms=int(settings.job_ttl_days * 86_400_000)))
 
     def load() -> None:
-        _load(mcp, names, settings, env, run, problem)
+        _load(mcp, names, settings, env, runner, run, problem)
         if on_load is not None:
             on_load()
 
@@ -90,13 +92,14 @@ def _load(
     names: list[str],
     settings: Settings,
     env: dict[str, str],
+    runner: LazyRunner,
     run: RunTask | None,
     problem: KimiMCPError | None,
 ) -> None:
-    from ._pipeline import Backend, bind, run_task
+    from ._pipeline import Backend, bind
     from .resources import register_resources
 
-    backend = Backend(settings, env, run or run_task, problem)
+    backend = Backend(settings, env, runner, run or runner, problem)
     bind(mcp, backend)
     register_resources(mcp, backend.jobs)
     for name in names:

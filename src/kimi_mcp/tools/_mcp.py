@@ -34,7 +34,7 @@ ROOTS_KEY = "kimi_mcp_roots"
 
 
 class RunTask(Protocol):
-    """The runner's entry point (``runner.run_task``; a fake in the tool layer's unit tests)."""
+    """How a tool call runs a Kimi turn: the server's ``LazyRunner`` (a fake in the tool layer's unit tests)."""
 
     def __call__(
         self,

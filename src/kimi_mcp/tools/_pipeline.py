@@ -22,6 +22,7 @@ from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import STORE_FILE, Job, JobManager
+from ..lazy_runner import LazyRunner
 from ..models import GOING, Evidence, StructuredResult, TaskResult
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
@@ -38,24 +39,19 @@ NOT_ISOLATED = Isolation()
 R = TypeVar("R", bound=TaskResult)
 
 
-def run_task(request: TaskRequest, settings: Settings, **kwargs: Any) -> TaskResult:
-    """The runner's ``run_task``, imported at the first call: Kimi's machinery (pexpect, the tracker) is
-    not loaded while a client connects."""
-    from ..runner import run_task as run
-
-    return run(request, settings, **kwargs)
-
-
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """What the tools of one server use: its settings, the function that runs a Kimi turn, the environment
-    read at the server's start, kimi-mcp's state directory (resolved once), its jobs."""
+    """What the tools of one server use: its settings, the environment read at the server's start, its
+    runner, the function that runs a Kimi turn, kimi-mcp's state directory (resolved once), its jobs."""
 
     settings: Settings
     #: the process environment as the server read it (``config.read_environment``): Kimi runs with it, and
     #: the keys configured there are masked
     env: dict[str, str]
-    run: RunTask = run_task
+    #: the server's runner (made at the first call): its standbys and live conversations
+    runner: LazyRunner
+    #: runs a Kimi turn: the runner (a fake in the tool layer's tests)
+    run: RunTask
     #: the server's configuration was invalid: every Kimi call answers with this (kimi_status explains)
     problem: KimiMCPError | None = None
     state_dir: Path = field(init=False)

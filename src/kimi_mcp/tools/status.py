@@ -29,6 +29,7 @@ async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult
     report = await anyio.to_thread.run_sync(
         functools.partial(status_report, backend.settings, backend.problem, env=backend.env)
     )
+    report.standbys, report.live_sessions = backend.runner.held()
     report.running_jobs = [job.job_id for job in backend.jobs.running_here()]
     payload = report.model_dump(mode="json")
     return ToolResult(content=result_json(payload), structured_content=payload)

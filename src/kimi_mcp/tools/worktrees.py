@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import anyio
@@ -96,7 +95,8 @@ async def kimi_discard(
             return found
         record, copy_id = found
         if record.session_id:
-            await anyio.to_thread.run_sync(_close_live, record.session_id)
+            # its live Kimi runs in the copy about to go
+            await anyio.to_thread.run_sync(backend.runner.close_live, record.session_id)
         removed = await anyio.to_thread.run_sync(worktree.discard, backend.state_dir, copy_id)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
@@ -133,13 +133,6 @@ async def _isolated_job(
             )
     assert copy_id is not None
     return record, copy_id
-
-
-def _close_live(session_id: str) -> None:
-    """Close the conversation's live Kimi (it runs in the copy about to go); no runner loaded: none."""
-    runner = sys.modules.get("kimi_mcp.runner")
-    if runner is not None:
-        runner.default_runner().pool.close_live(session_id)
 
 
 def _reply(result: ApplyResult) -> ToolResult:
