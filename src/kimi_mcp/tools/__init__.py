@@ -10,7 +10,7 @@ client that asks for one."""
 from __future__ import annotations
 
 import importlib
-import sys
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,7 @@ from ..errors import KimiMCPError
 from ._tasks import JobTasks
 
 if TYPE_CHECKING:
+    from ..jobs import JobManager
     from ..lazy_runner import LazyRunner
     from ._mcp import RunTask
 
@@ -101,6 +102,7 @@ def _load(
 
     backend = Backend(settings, env, runner, run or runner, problem)
     bind(mcp, backend)
+    _job_managers.add(backend.jobs)
     register_resources(mcp, backend.jobs)
     for name in names:
         mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
@@ -141,12 +143,14 @@ class _ArgumentErrors(Middleware):
             return invalid_arguments(name, exc, tool.output_schema if tool is not None else None)
 
 
+#: the jobs of every server of this process whose tools are loaded (a server with none loaded has no job)
+_job_managers: weakref.WeakSet[JobManager] = weakref.WeakSet()
+
+
 def shutdown_jobs() -> None:
-    """Record the jobs still running in every server of this process as interrupted (server exit); no
-    tool loaded yet: no job."""
-    pipeline = sys.modules.get(f"{__name__}._pipeline")
-    if pipeline is not None:
-        pipeline.shutdown_jobs()
+    """Record the jobs still running in every server of this process as interrupted (server exit)."""
+    for jobs in list(_job_managers):
+        jobs.shutdown()
 
 
 def prune_copies(mcp: FastMCP) -> list[str]:

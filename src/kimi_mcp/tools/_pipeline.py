@@ -76,12 +76,6 @@ def bind(mcp: FastMCP, backend: Backend) -> None:
     _backends[mcp] = backend
 
 
-def shutdown_jobs() -> None:
-    """Record the jobs still running in every server of this process as interrupted (server exit)."""
-    for backend in list(_backends.values()):
-        backend.jobs.shutdown()
-
-
 def current_backend(server: FastMCP = CurrentFastMCP()) -> Backend:  # noqa: B008 - FastMCP dependency
     """The dependency each tool declares (``Depends(current_backend)``; hidden from the tool's schema)."""
     return _backends[server]
