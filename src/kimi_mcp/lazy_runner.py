@@ -5,14 +5,14 @@ machinery (pexpect, the tracker) is not imported, so a client's connect does not
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import Settings
     from .models import TaskResult
     from .runner import Runner
-    from .task import RunWatch, TaskRequest
+    from .task import TaskRequest
 
 
 class LazyRunner:
@@ -31,20 +31,10 @@ class LazyRunner:
                 self._runner = Runner()
             return self._runner
 
-    def __call__(
-        self,
-        request: TaskRequest,
-        settings: Settings,
-        *,
-        on_progress: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
-        environ: Mapping[str, str],
-        watch: RunWatch | None = None,
-    ) -> TaskResult:
-        """Run one Kimi turn (the tools' ``RunTask``; see ``Runner.run``)."""
-        return self.get().run(
-            request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
-        )
+    def __call__(self, request: TaskRequest, settings: Settings, **options: Any) -> TaskResult:
+        """Run one Kimi turn: the tools' ``RunTask``, whose ``options`` (``environ`` and the rest) go to
+        ``Runner.run`` as they are."""
+        return self.get().run(request, settings, **options)
 
     def prewarm_default(self, settings: Settings, environ: Mapping[str, str]) -> None:
         """``standby = "startup"``: a standby for the default workspace (see ``Runner.prewarm_default``)."""
