@@ -1,7 +1,8 @@
 """Kimi's startup, measured as kimi-mcp sees it: ``KimiSession.start()`` from spawn to the ready input box
-(the suite's fake API, Kimi configured by environment: no login), per dialect, optionally while ``--burners``
-``yes >/dev/null`` processes keep CPUs busy (stopped afterwards). This is what a standby or a live
-conversation saves a call. Nothing is asserted.
+(the suite's fake API, Kimi configured by environment: no login), per dialect, fresh and resuming a one-turn
+conversation (``-S``), optionally while ``--burners`` ``yes >/dev/null`` processes keep CPUs busy (stopped
+afterwards). This is what a standby or a live conversation saves a call. It also prints how many CPUs other
+processes of the machine used meanwhile (a shared machine skews the numbers). Nothing is asserted.
 
 Usage: uv run python benchmarks/bench_startup.py [--runs 5] [--burners 0] [--dialect legacy|kimi-code|both]
 """
@@ -25,25 +26,49 @@ from kimi_mcp.drivers import make_driver, probe
 from kimi_mcp.session import ApprovalPolicy, KimiSession
 
 
-def start_once(binary: str, env: dict[str, str], work: Path) -> float:
-    """Seconds from spawn to the ready input box; the session is closed afterwards (not measured)."""
-    session = KimiSession(
+def session(binary: str, env: dict[str, str], work: Path, resume: str | None = None) -> KimiSession:
+    return KimiSession(
         make_driver(probe(binary, env)), work, env=env, policy=ApprovalPolicy(work, read_only=False),
-        deadline=time.monotonic() + 120,
+        deadline=time.monotonic() + 120, resume=resume,
     )  # fmt: skip
+
+
+def start_once(binary: str, env: dict[str, str], work: Path, resume: str | None = None) -> float:
+    """Seconds from spawn to the ready input box (``resume``: Kimi started on that conversation, ``-S``);
+    the session is closed afterwards (not measured)."""
+    kimi = session(binary, env, work, resume)
     started = time.perf_counter()
     try:
-        session.start()
+        kimi.start()
         return time.perf_counter() - started
     finally:
-        session.close()
+        kimi.close()
 
 
-def bench(dialect: str, fake: FakeMoonshot, runs: int) -> list[float]:
+def bench(dialect: str, fake: FakeMoonshot, runs: int) -> tuple[list[float], list[float]]:
+    """(fresh starts, resumes of a one-turn conversation), each after one start that is not counted."""
     home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
     binary, env = dialect_env(dialect, fake, home)
     start_once(binary, env, Path(tempfile.mkdtemp(prefix="kbench-work-")))  # first start: caches, not counted
-    return [start_once(binary, env, Path(tempfile.mkdtemp(prefix="kbench-work-"))) for _ in range(runs)]
+    fresh = [start_once(binary, env, Path(tempfile.mkdtemp(prefix="kbench-work-"))) for _ in range(runs)]
+    work = Path(tempfile.mkdtemp(prefix="kbench-work-"))
+    first = session(binary, env, work)
+    try:
+        first.start()
+        first.run_turn("say something")
+        conversation = first.session_id
+    finally:
+        first.close()
+    assert conversation is not None
+    start_once(binary, env, work, conversation)
+    return fresh, [start_once(binary, env, work, conversation) for _ in range(runs)]
+
+
+def summary(times: list[float]) -> str:
+    return (
+        f"median {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s  "
+        f"runs={[round(t, 2) for t in times]}"
+    )
 
 
 def cpu_seconds() -> tuple[float, float]:
@@ -84,15 +109,12 @@ def main() -> None:
         with FakeMoonshot() as fake:
             for dialect in dialects:
                 (busy, ours), began = cpu_seconds(), time.monotonic()
-                times = bench(dialect, fake, args.runs)
+                fresh, resumed = bench(dialect, fake, args.runs)
                 (busy_after, ours_after), wall = cpu_seconds(), time.monotonic() - began
                 other = max(0.0, (busy_after - busy) - (ours_after - ours)) / wall
-                print(
-                    f"[{dialect}] spawn → ready: median {statistics.median(times):.2f} s, min {min(times):.2f} s, "
-                    f"max {max(times):.2f} s  runs={[round(t, 2) for t in times]}; other processes used "
-                    f"{other:.2f} CPUs meanwhile",
-                    flush=True,
-                )
+                print(f"[{dialect}] spawn → ready: {summary(fresh)}", flush=True)
+                print(f"[{dialect}] resume (-S, a one-turn conversation) → ready: {summary(resumed)}")
+                print(f"[{dialect}] other processes used {other:.2f} CPUs meanwhile", flush=True)
     finally:
         for burner in burners:
             burner.kill()
