@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import sys
 import threading
+from collections.abc import Iterable
 
-from .secrets import Redactor, configured_secrets
+from .secrets import Redactor
 
 LOGGER_NAME = "kimi_mcp"
 
@@ -64,12 +64,16 @@ CLIENT_EVENTS = ClientEvents()
 logging.getLogger(LOGGER_NAME).addHandler(CLIENT_EVENTS)  # before setup_logging too (in-memory servers)
 
 
-def setup_logging(level: str = "INFO", log_file: str | None = None) -> logging.Logger:
+def setup_logging(
+    level: str = "INFO", log_file: str | None = None, secrets: Iterable[str] = ()
+) -> logging.Logger:
+    """kimi-mcp's logger at ``level`` on stderr (and ``log_file``), every record masked: ``secrets`` (the
+    configured keys) and anything shaped like an API key."""
     logger = logging.getLogger(LOGGER_NAME)
     logger.setLevel(level.upper())
     logger.handlers.clear()
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    mask = MaskSecrets(Redactor(configured_secrets(os.environ)))
+    mask = MaskSecrets(Redactor(secrets))
     handler: logging.Handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(fmt)
     handler.addFilter(mask)

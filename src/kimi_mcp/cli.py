@@ -9,20 +9,7 @@ import os
 import sys
 
 from . import __version__
-
-INSTRUCTIONS = (
-    "kimi-mcp delegates work to Kimi (Moonshot AI's coding agent CLI). Write tools (kimi_code_task, "
-    "kimi_prompt, kimi_refactor, kimi_debug) let Kimi change files in the workspace and return every file it "
-    "created, modified or deleted, with contents. Read-only tools (kimi_analyze_code, kimi_verify, "
-    "kimi_consult) cannot change anything and can run in parallel. Give self-contained instructions. The "
-    "workspace is work_dir, else the client's root, else KIMI_MCP_WORKSPACE, else the server's directory. "
-    "Every call is a job: with wait_s it returns status 'running' and a job_id when the turn takes longer, "
-    "and kimi_job(job_id) waits for the result; kimi_continue(session_id, message) sends a follow-up in the "
-    "same Kimi conversation; kimi_jobs lists recent jobs. With isolation='worktree' a write tool runs Kimi on "
-    "an isolated copy of the git tree and returns a diff: kimi_apply(job_id) lands it, kimi_discard drops it. "
-    "Clients that support MCP tasks get each Kimi call as a background task (its task id is the job_id)."
-)
-
+from .instructions import INSTRUCTIONS
 
 #: the subcommands besides serving (the default): name → (module, help); each module has
 #: ``add_arguments(parser)`` and ``run(args) -> int``, imported only when its command runs
@@ -77,12 +64,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def check() -> int:
     """``--check``: 0 when kimi-mcp can run Kimi as configured, else 1 (each problem printed)."""
-    from .config import configured, load_env_file
+    from .config import configured, load_env_file, read_environment
     from .status import check_lines, status_report
 
     load_env_file()
     settings, problem = configured()
-    report = status_report(settings, problem)
+    report = status_report(settings, problem, env=read_environment())
     try:
         print("\n".join(check_lines(report)), flush=True)
     except BrokenPipeError:  # `kimi-mcp --check | head`: the reader left; say nothing more

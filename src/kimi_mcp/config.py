@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -308,26 +309,35 @@ def configured(environ: Any = None) -> tuple[Settings, SettingsError | None]:
         return Settings(), problem
 
 
-def state_dir(settings: Settings, environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+def read_environment() -> dict[str, str]:
+    """The process environment, read once where kimi-mcp starts (the server, ``--check``, ``prune``,
+    ``install-kimi``: after :func:`load_env_file`) and passed down from there: what Kimi, its probes and git
+    run with, and where kimi-mcp's directories and the configured keys to mask are found. Nothing below an
+    entry point reads ``os.environ``."""
+    return dict(os.environ)
+
+
+def _home(environ: Mapping[str, str]) -> str:
+    return environ.get("HOME") or os.path.expanduser("~")
+
+
+def state_dir(settings: Settings, environ: Mapping[str, str]) -> Path:
     """Where kimi-mcp keeps its own files: ``state_dir``, else ``$XDG_STATE_HOME/kimi-mcp``, else
-    ``~/.local/state/kimi-mcp`` (not created here)."""
-    environ = os.environ if environ is None else environ
+    ``~/.local/state/kimi-mcp`` (``~``: the ``HOME`` of ``environ``; not created here)."""
     if settings.state_dir:
         return Path(settings.state_dir).expanduser()
-    base = environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = environ.get("XDG_STATE_HOME") or os.path.join(_home(environ), ".local", "state")
     return Path(base) / "kimi-mcp"
 
 
-def data_dir(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+def data_dir(environ: Mapping[str, str]) -> Path:
     """Where kimi-mcp keeps what it installs: ``$XDG_DATA_HOME/kimi-mcp``, else ``~/.local/share/kimi-mcp``
     (``~``: the ``HOME`` of ``environ``)."""
-    environ = os.environ if environ is None else environ
-    home = environ.get("HOME") or os.path.expanduser("~")
-    base = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    base = environ.get("XDG_DATA_HOME") or os.path.join(_home(environ), ".local", "share")
     return Path(base) / "kimi-mcp"
 
 
-def kimi_code_prefix(environ: dict[str, str] | os._Environ[str] | None = None) -> Path:
+def kimi_code_prefix(environ: Mapping[str, str]) -> Path:
     """kimi-mcp's own Kimi Code (``kimi-mcp install-kimi``: Kimi Code and its Node, an npm prefix), which the
     server finds there without any PATH change."""
     return data_dir(environ) / "kimi-code"

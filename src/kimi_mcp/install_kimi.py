@@ -40,11 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Install (or find already installed) and say where; 0 on success, 1 with the reason otherwise."""
-    from .config import configured, kimi_code_prefix, load_env_file
+    from .config import configured, kimi_code_prefix, load_env_file, read_environment
 
     load_env_file()  # the server reads it too: XDG_DATA_HOME set there moves the data directory for both
-    settings, _problem = configured()
-    default = kimi_code_prefix()
+    env = read_environment()
+    settings, _problem = configured(env)
+    default = kimi_code_prefix(env)
     prefix = (args.prefix.expanduser().absolute() if args.prefix else default).resolve()
     npm = shutil.which("npm")
     if npm is None:

@@ -69,15 +69,16 @@ def run(args: argparse.Namespace) -> int:
     on stderr) when the configuration or the job store cannot be read, or something could not be removed."""
     import sqlite3
 
-    from .config import ConfigError, load_env_file, load_settings, state_dir
+    from .config import ConfigError, load_env_file, load_settings, read_environment, state_dir
     from .jobs import STORE_FILE, JobStore
 
     load_env_file()
+    env = read_environment()
     try:
-        settings = load_settings()
+        settings = load_settings(env)
     except ConfigError as exc:
         return _fail(str(exc))
-    path = state_dir(settings) / STORE_FILE
+    path = state_dir(settings, env) / STORE_FILE
     if not path.exists():
         print(f"No job store at {path}: nothing to prune.")
         return 0
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     except (sqlite3.Error, OSError) as exc:
         return _fail(f"cannot open the job store {path}: {exc}")
     try:
-        report = prune(store, settings, dict(os.environ), args)
+        report = prune(store, settings, env, args)
     except sqlite3.Error as exc:
         return _fail(f"cannot prune the job store {path}: {exc}")
     finally:
@@ -146,6 +147,7 @@ class Report:
 
 def prune(store: JobStore, settings: Settings, env: dict[str, str], args: argparse.Namespace) -> Report:
     """Remove the jobs ``args`` select, then the copies and sessions only they used."""
+    from .config import state_dir
     from .jobs import owner_alive
 
     if not args.dry_run:
@@ -167,7 +169,7 @@ def prune(store: JobStore, settings: Settings, env: dict[str, str], args: argpar
         deleted, left = store.delete(chosen)
     report.jobs = [ref.job_id for ref in deleted]
     sessions, copies = leftovers(deleted, left)
-    _remove_copies(settings, copies, report)
+    _remove_copies(state_dir(settings, env), copies, report)
     _remove_sessions(session_roots(env), sessions, report)
     if deleted and not report.dry:
         _compact(store, size_before, report)
@@ -277,12 +279,10 @@ def _remove_sessions(roots: list[Path], session_ids: set[str], report: Report) -
         report.bytes_sessions += size
 
 
-def _remove_copies(settings: Settings, copy_ids: set[str], report: Report) -> None:
+def _remove_copies(state: Path, copy_ids: set[str], report: Report) -> None:
     from . import worktree
-    from .config import state_dir
     from .errors import KimiMCPError
 
-    state = state_dir(settings)
     for folder in _subdirs(state / worktree.WORKTREES_DIR):
         if folder.name not in copy_ids:
             continue

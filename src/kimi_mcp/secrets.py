@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import DEFAULT_EXCLUDED_DIRS
+from .kimi_dirs import kimi_state_dirs
 
 __all__ = [
     "KEY_SHAPE",
@@ -161,8 +162,6 @@ class Redactor:
 def configured_secrets(env: Mapping[str, str]) -> list[str]:
     """API keys and tokens from the environment and from Kimi's own stored configuration."""
     values = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
-    from .workspace import kimi_state_dirs  # workspace imports this module's path rule
-
     for folder in kimi_state_dirs(env):
         stored = [folder / "config.toml", folder / "config.json", *_children(folder / "credentials")]
         for path in stored:

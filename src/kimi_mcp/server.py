@@ -20,10 +20,12 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__
 from ._logging import CLIENT, setup_logging
-from .cli import INSTRUCTIONS
-from .config import ConfigError, Settings, configured, load_env_file, unknown_variables
+from .config import ConfigError, Settings, configured, load_env_file, read_environment, unknown_variables
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
+from .instructions import INSTRUCTIONS
+from .lazy_runner import LazyRunner
+from .secrets import configured_secrets
 from .tools import register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
@@ -36,12 +38,16 @@ def create_server(
     run: RunTask | None = None,
     problem: KimiMCPError | None = None,
     on_load: Callable[[], None] | None = None,
+    env: dict[str, str] | None = None,
+    runner: LazyRunner | None = None,
 ) -> FastMCP:
     """The MCP server with the enabled tools (loaded at its first request after ``initialize``, then
-    ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: the runner);
-    ``problem``: the configuration was invalid (the server serves, every Kimi call says why)."""
+    ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: ``runner``, the
+    server's, made at the first call); ``problem``: the configuration was invalid (the server serves, every
+    Kimi call says why); ``env``: the environment Kimi runs in (default: the process's, read now)."""
     mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
-    register_tools(mcp, settings, run, problem, on_load)
+    env = read_environment() if env is None else env
+    register_tools(mcp, settings, run, problem, on_load, env=env, runner=runner or LazyRunner())
     return mcp
 
 
@@ -66,34 +72,36 @@ def serve(args: argparse.Namespace) -> None:
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     settings, problem = configured()
+    env = read_environment()
     try:
         auth = http_auth(args.host, settings.http_token) if args.http else None
     except ConfigError as exc:  # never serve HTTP off loopback without its token
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
-    logger = setup_logging(settings.log_level, settings.log_file)
-    for warning in unknown_variables():
+    logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
+    for warning in unknown_variables(env):
         logger.warning("%s", warning, extra=CLIENT)
     holder: list[FastMCP] = []
+    runner = LazyRunner()  # made at the first Kimi call
 
     def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left
         threading.Thread(target=_prune_copies, args=(holder[0],), daemon=True).start()
 
     try:
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
     except ValueError as exc:  # KIMI_MCP_TOOLS names unknown tools: serve them all, each says why
         problem = SettingsError(str(exc), details={"problems": [str(exc)]})
         settings = settings.model_copy(update={"tools": None})
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later)
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
     holder.append(mcp)
     if problem is not None:
         print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
-    atexit.register(_shutdown_runner)  # also on paths that skip the finally below
+    atexit.register(runner.shutdown)  # also on paths that skip the finally below
     atexit.register(shutdown_jobs)  # runs first (atexit is last in, first out)
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, _exit_on_signal)
     if settings.standby == "startup":
-        threading.Thread(target=_prewarm, args=(settings,), daemon=True).start()
+        threading.Thread(target=runner.prewarm_default, args=(settings, env), daemon=True).start()
     try:
         if args.http:
             mcp.run(
@@ -107,17 +115,11 @@ def serve(args: argparse.Namespace) -> None:
             mcp.run(transport="stdio", show_banner=False)
     finally:
         shutdown_jobs()  # jobs still running are recorded as interrupted
-        _shutdown_runner()  # no Kimi (standby, live, exiting or mid-call) outlives the server
+        runner.shutdown()  # no Kimi (standby, live, exiting or mid-call) outlives the server
         if _signalled:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()
             os._exit(128 + _signalled[0])
-
-
-def _prewarm(settings: Settings) -> None:
-    from . import runner
-
-    runner.prewarm_default(settings)
 
 
 def _prune_copies(mcp: FastMCP) -> None:
@@ -128,13 +130,6 @@ def _prune_copies(mcp: FastMCP) -> None:
         prune_copies(mcp)
     except Exception:
         logging.getLogger("kimi_mcp.server").exception("could not prune stale isolated copies")
-
-
-def _shutdown_runner() -> None:
-    """Stop every Kimi the runner owns; a runner never loaded (no call yet) owns none."""
-    runner = sys.modules.get("kimi_mcp.runner")
-    if runner is not None:
-        runner.shutdown()
 
 
 _signalled: list[int] = []

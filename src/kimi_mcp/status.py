@@ -5,8 +5,7 @@ binary (dialect, version; Node for Kimi Code) and, in a running server, its live
 from __future__ import annotations
 
 import difflib
-import os
-import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -47,12 +46,13 @@ class StatusReport(BaseModel):
 
 
 def status_report(
-    settings: Settings, problem: KimiMCPError | None = None, env: dict[str, str] | None = None
+    settings: Settings, problem: KimiMCPError | None = None, *, env: Mapping[str, str]
 ) -> StatusReport:
-    """Check the configuration (``problem``: why it was refused) and the Kimi install."""
+    """Check the configuration (``problem``: why it was refused) and the Kimi install, in ``env`` (the
+    environment read where kimi-mcp started)."""
     from .drivers import check_node, find_binary, make_driver, probe
 
-    env = dict(os.environ if env is None else env)
+    env = dict(env)
     report = StatusReport(
         success=True, state_dir=str(state_dir(settings, env)), workspace_default=settings.workspace
     )
@@ -74,11 +74,6 @@ def status_report(
             driver.model_flag(settings.model, env, "KIMI_MCP_MODEL")  # an unknown default is a problem now
     except KimiMCPError as exc:
         report.problems.append(ErrorInfo.from_exception(exc))
-    runner = sys.modules.get("kimi_mcp.runner")  # not loaded: no call yet, so nothing is held
-    if runner is not None:
-        pool = runner.default_runner().pool
-        report.standbys = pool.counts()[0]
-        report.live_sessions = pool.live_count()
     report.success = not report.problems
     return report
 

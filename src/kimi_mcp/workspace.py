@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -212,14 +212,6 @@ def workspace_overview(workspace: Path, limit: int = 200) -> str:
                 more += 1
     listing = "\n".join(files)
     return listing + (f"\n… and {more} more files" if more else "")
-
-
-def kimi_state_dirs(env: Mapping[str, str]) -> list[Path]:
-    """Where either Kimi keeps its own state (sessions, caches, config) for the environment it runs in."""
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    dirs = [home / ".kimi", home / ".kimi-code"]
-    dirs += [Path(env[name]) for name in ("KIMI_SHARE_DIR", "KIMI_CODE_HOME") if env.get(name)]
-    return dirs
 
 
 def inside_prefixes(workspace: Path, dirs: Iterable[Path]) -> tuple[str, ...]:

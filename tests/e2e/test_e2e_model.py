@@ -125,3 +125,38 @@ def test_an_unknown_model_is_bad_input_listing_kimis_models(
     assert keys.is_error and "pattern" in keys.content[0].text  # control bytes never reach Kimi
     assert status["models"] == [one, two] and status["default_model"] == one  # Kimi's own default
     assert fake.chat_requests() == [] and not processes_with_home(two_models.home)
+
+
+#: an OpenAI-compatible endpoint in Kimi's config file: the provider type each dialect calls it by
+OPENAI_TYPE = {"legacy": "openai_legacy", "kimi-code": "openai"}
+
+
+def test_an_openai_compatible_endpoint_in_kimis_config_is_used_without_any_login(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """The README's "Log in without the Moonshot service": a provider with its own ``base_url`` and key."""
+    env = {
+        k: v for k, v in kimi.env.items() if not k.startswith(("KIMI_MODEL_", "KIMI_API_KEY", "KIMI_BASE"))
+    }
+    alias = "local-llm" if kimi.name == "legacy" else "local/my-llm"
+    config = kimi.home / (".kimi" if kimi.name == "legacy" else ".kimi-code") / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'default_model = "{alias}"\n'
+        f'[providers.local]\ntype = "{OPENAI_TYPE[kimi.name]}"\nbase_url = "{fake.base_url}"\n'
+        f'api_key = "{FAKE_KEY}"\n'
+        f'[models."{alias}"]\nprovider = "local"\nmodel = "my-llm"\nmax_context_size = 131072\n'
+        + ('capabilities = ["tool_use"]\n' if kimi.name == "kimi-code" else "")
+    )
+    fake.script([Reply.tool(*kimi.write("hello.txt", "hi\n")), Reply.text_reply("WROTE-IT")])
+
+    async def body(client: Client):
+        return await call(client, "kimi_code_task", {"task_description": "write hello.txt"})
+
+    result = run(KimiUnderTest(kimi.name, env, kimi.home), workspace, tmp_path / "server.log", body)
+    assert result["success"] and result["output"] == "WROTE-IT" and result["model"] == alias
+    assert result["files_created"] == ["hello.txt"] and (workspace / "hello.txt").read_text() == "hi\n"
+    chats = fake.chat_requests()
+    assert models_asked(fake) == ["my-llm", "my-llm"]
+    assert all(r["headers"]["authorization"] == f"Bearer {FAKE_KEY}" for r in chats)
+    assert not processes_with_home(kimi.home)

@@ -125,7 +125,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     (repo / "app.py").write_text("print('hi')\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "initial")
-    state = state_dir(Settings())  # $XDG_STATE_HOME/kimi-mcp (tests/conftest.py's private one)
+    state = state_dir(Settings(), os.environ)  # $XDG_STATE_HOME/kimi-mcp (tests/conftest.py's private one)
     store = JobStore(state / STORE_FILE)
     yield World(home, state, repo, store)
     store.close()

@@ -4,15 +4,15 @@ The "before" snapshot is taken while Kimi starts up (off the critical path), or 
 standby Kimi serves the call (see ``_pool``). After the turn ends the "after" diff runs while Kimi sits
 idle; then a cleanly finished Kimi exits in the background and the result is returned without waiting
 for it. On error, timeout or cancellation the session is closed before returning, and the files already
-changed are still reported. ``shutdown()`` stops every Kimi the runner still owns.
+changed are still reported. ``Runner.shutdown()`` stops every Kimi the runner still owns; the server holds
+its runner through ``lazy_runner.LazyRunner``, which makes it at the first call.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .._logging import get_logger
@@ -29,17 +29,7 @@ from ._pool import SessionPool, StandbyKey
 from ._run import TaskRun
 from ._slots import Slots
 
-__all__ = [
-    "RunWatch",
-    "Runner",
-    "TaskRequest",
-    "build_evidence",
-    "default_runner",
-    "prewarm_default",
-    "private_dirs",
-    "run_task",
-    "shutdown",
-]
+__all__ = ["RunWatch", "Runner", "TaskRequest", "build_evidence", "private_dirs"]
 
 log = get_logger("runner")
 
@@ -58,11 +48,12 @@ class Runner:
         *,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
-        environ: dict[str, str] | None = None,
+        environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult:
-        """Blocking: run the task; always a TaskResult (``success=False`` with ``error`` on failure).
-        ``watch`` is kept current while it runs (queued, session id, files changed so far)."""
+        """Blocking: run the task in ``environ`` (the server's, read at its start); always a TaskResult
+        (``success=False`` with ``error`` on failure). ``watch`` is kept current while it runs (queued,
+        session id, files changed so far)."""
         call = TaskRun(
             self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
         )
@@ -81,9 +72,9 @@ class Runner:
 
         self.pool.prewarm(key, factory, settings.standby_idle)
 
-    def prewarm_default(self, settings: Settings, environ: dict[str, str] | None = None) -> None:
+    def prewarm_default(self, settings: Settings, environ: Mapping[str, str]) -> None:
         """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
-        env = dict(os.environ if environ is None else environ)
+        env = dict(environ)
         try:
             workspace = resolve_workspace(
                 None, [], settings.workspace, allow_home=settings.allow_home_workspace
@@ -100,34 +91,3 @@ class Runner:
     def shutdown(self) -> None:
         """Stop every standby and finish every background exit (server shutdown)."""
         self.pool.shutdown()
-
-
-_default = Runner()
-
-
-def default_runner() -> Runner:
-    """The server's runner (its pool: standbys and live sessions)."""
-    return _default
-
-
-def run_task(
-    request: TaskRequest,
-    settings: Settings,
-    *,
-    on_progress: Callable[[str], None] | None = None,
-    cancel: threading.Event | None = None,
-    environ: dict[str, str] | None = None,
-    watch: RunWatch | None = None,
-) -> TaskResult:
-    """Run ``request`` on the server's runner (see :meth:`Runner.run`)."""
-    return _default.run(
-        request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
-    )
-
-
-def prewarm_default(settings: Settings, environ: dict[str, str] | None = None) -> None:
-    _default.prewarm_default(settings, environ)
-
-
-def shutdown() -> None:
-    _default.shutdown()

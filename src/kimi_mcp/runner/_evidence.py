@@ -11,11 +11,11 @@ from pathlib import Path
 from .. import tracker
 from ..config import Settings, state_dir
 from ..drivers.base import Driver
+from ..kimi_dirs import kimi_state_dirs
 from ..models import Evidence, TaskResult, ToolCallTrace, TruncatedItem
 from ..secrets import touches_secret, withhold_arguments
 from ..session import CallRecord, TurnTrace
 from ..session._wirelog import trim
-from ..workspace import kimi_state_dirs
 
 
 def private_dirs(settings: Settings, env: dict[str, str]) -> list[Path]:

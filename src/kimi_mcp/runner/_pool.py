@@ -1,11 +1,11 @@
 """Kimi processes that outlive one tool call: ready standbys and sessions still exiting.
 
 A *standby* is a Kimi started for the same workspace and mode ahead of the next call (or at server start),
-so that call skips Kimi's startup (2–5 s). Kimi reads ``AGENTS.md`` into the model's system prompt at
-startup, and kimi-cli 1.x also the workspace's top two directory levels (Kimi Code lists the workspace
-at the first message instead), so a standby is used only while what it read is unchanged since it was
-spawned; otherwise it is stopped and the call starts a fresh Kimi. A standby that is not used within
-``idle`` seconds exits.
+so that call skips Kimi's startup (about 2–2.7 s: the README's "Kimi's startup"). Kimi reads ``AGENTS.md``
+into the model's system prompt at startup, and kimi-cli 1.x also the workspace's top two directory levels
+(Kimi Code lists the workspace at the first message instead), so a standby is used only while what it read
+is unchanged since it was spawned; otherwise it is stopped and the call starts a fresh Kimi. A standby that
+is not used within ``idle`` seconds exits.
 
 An *active* session is serving a call right now (registered so that shutdown can stop it too).
 

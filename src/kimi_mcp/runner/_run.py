@@ -8,10 +8,9 @@ the background) or closed (anything else), and the slots released last.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
@@ -55,7 +54,7 @@ class TaskRun:
         *,
         on_progress: Callable[[str], None] | None,
         cancel: threading.Event | None,
-        environ: dict[str, str] | None,
+        environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> None:
         self.runner, self.request, self.settings = runner, request, settings
@@ -65,7 +64,7 @@ class TaskRun:
         self._on_progress = on_progress or (lambda _m: None)
         self._diff_lock = threading.Lock()
         self.cancel = cancel or threading.Event()
-        self.env = dict(os.environ if environ is None else environ)
+        self.env = dict(environ)
         self.started = time.monotonic()
         self.deadline = self.started + settings.timeout
         self.result = TaskResult(success=False, workspace=str(request.workspace))

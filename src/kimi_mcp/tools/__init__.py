@@ -10,7 +10,7 @@ client that asks for one."""
 from __future__ import annotations
 
 import importlib
-import sys
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,8 @@ from ..errors import KimiMCPError
 from ._tasks import JobTasks
 
 if TYPE_CHECKING:
+    from ..jobs import JobManager
+    from ..lazy_runner import LazyRunner
     from ._mcp import RunTask
 
 log = get_logger("tools")
@@ -65,16 +67,19 @@ def register_tools(
     run: RunTask | None = None,
     problem: KimiMCPError | None = None,
     on_load: Callable[[], None] | None = None,
+    *,
+    env: dict[str, str],
+    runner: LazyRunner,
 ) -> list[str]:
     """Register the tools allowed by ``settings.tools`` (``ValueError`` at once for unknown names), running
-    Kimi with ``run`` (default: the runner's); with a configuration ``problem`` every Kimi call answers
-    with it. They are loaded at the server's first request other than ``initialize``, then ``on_load()``
-    runs."""
+    Kimi with ``run`` (default: the server's ``runner``) in ``env`` (the environment the server read at its
+    start); with a configuration ``problem`` every Kimi call answers with it. They are loaded at the
+    server's first request other than ``initialize``, then ``on_load()`` runs."""
     names = enabled_tools(settings)
     mcp.add_extension(JobTasks(ttl_ms=int(settings.job_ttl_days * 86_400_000)))
 
     def load() -> None:
-        _load(mcp, names, settings, run, problem)
+        _load(mcp, names, settings, env, runner, run, problem)
         if on_load is not None:
             on_load()
 
@@ -85,13 +90,20 @@ def register_tools(
 
 
 def _load(
-    mcp: FastMCP, names: list[str], settings: Settings, run: RunTask | None, problem: KimiMCPError | None
+    mcp: FastMCP,
+    names: list[str],
+    settings: Settings,
+    env: dict[str, str],
+    runner: LazyRunner,
+    run: RunTask | None,
+    problem: KimiMCPError | None,
 ) -> None:
-    from ._pipeline import Backend, bind, run_task
+    from ._pipeline import Backend, bind
     from .resources import register_resources
 
-    backend = Backend(settings, run or run_task, problem)
+    backend = Backend(settings, env, runner, run or runner, problem)
     bind(mcp, backend)
+    _job_managers.add(backend.jobs)
     register_resources(mcp, backend.jobs)
     for name in names:
         mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
@@ -145,12 +157,14 @@ class _RelayEvents(Middleware):
         return result
 
 
+#: the jobs of every server of this process whose tools are loaded (a server with none loaded has no job)
+_job_managers: weakref.WeakSet[JobManager] = weakref.WeakSet()
+
+
 def shutdown_jobs() -> None:
-    """Record the jobs still running in every server of this process as interrupted (server exit); no
-    tool loaded yet: no job."""
-    pipeline = sys.modules.get(f"{__name__}._pipeline")
-    if pipeline is not None:
-        pipeline.shutdown_jobs()
+    """Record the jobs still running in every server of this process as interrupted (server exit)."""
+    for jobs in list(_job_managers):
+        jobs.shutdown()
 
 
 def prune_copies(mcp: FastMCP) -> list[str]:
@@ -160,4 +174,4 @@ def prune_copies(mcp: FastMCP) -> list[str]:
     from ._pipeline import current_backend
 
     backend = current_backend(mcp)
-    return prune(backend.jobs, backend.settings)
+    return prune(backend.jobs, backend.state_dir)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from .._logging import CLIENT, get_logger
-from ..config import Settings, state_dir
+from ..config import Settings
 from ..errors import BadInput
 from ..jobs import FINISHED, JobManager
 from ..models import AttemptSummary, TaskResult, VerifyOutcome, WorktreeInfo
@@ -64,11 +64,12 @@ def isolation_for(
     return Isolation(mode, attempts, verify_command)
 
 
-def check_repository(workspace: Path, settings: Settings) -> None:
-    """Refuse a worktree job whose workspace is not in a git work tree (before any job starts)."""
+def check_repository(workspace: Path, state: Path) -> None:
+    """Refuse a worktree job whose workspace is not in a git work tree (before any job starts); ``state``:
+    kimi-mcp's state directory."""
     from .. import worktree
 
-    worktree.repo_top(workspace, state_dir(settings))
+    worktree.repo_top(workspace, state)
 
 
 def run_isolated(
@@ -76,14 +77,14 @@ def run_isolated(
     isolation: Isolation,
     job_id: str,
     settings: Settings,
+    state: Path,
     run: Callable[[TaskRequest], TaskResult],
 ) -> tuple[TaskResult, Path]:
-    """One turn on an isolated copy: a new one named after ``job_id``, or the conversation's
-    (``isolation.copy``). Returns the result (its diff, copy and verify outcome filled in, paths relative to
-    the workspace as always) and the workspace inside the copy."""
+    """One turn on an isolated copy (kept in ``state``, kimi-mcp's state directory): a new one named after
+    ``job_id``, or the conversation's (``isolation.copy``). Returns the result (its diff, copy and verify
+    outcome filled in, paths relative to the workspace as always) and the workspace inside the copy."""
     from .. import worktree
 
-    state = state_dir(settings)
     if isolation.copy is not None:
         copy = worktree.load(state, isolation.copy)
     else:
@@ -140,14 +141,13 @@ def summary(result: TaskResult) -> AttemptSummary:
     )  # fmt: skip
 
 
-def prune_copies(jobs: JobManager, settings: Settings) -> list[str]:
+def prune_copies(jobs: JobManager, state: Path) -> list[str]:
     """Remove the isolated copies nothing needs any more (server start): a copy whose job is gone from the
     store (never recorded, or pruned after ``KIMI_MCP_JOB_TTL_DAYS``), or whose conversation's last turn was
     interrupted (its server died mid-turn: the copy is half-changed). Copies of finished jobs stay for
-    kimi_apply; copies another live server is working in stay too."""
+    kimi_apply; copies another live server is working in stay too. ``state``: kimi-mcp's state directory."""
     from .. import worktree
 
-    state = state_dir(settings)
     if not (state / worktree.WORKTREES_DIR).is_dir():
         return []
     store = jobs.store  # opening it records dead servers' jobs as interrupted and prunes old ones

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import anyio
@@ -34,7 +34,7 @@ ROOTS_KEY = "kimi_mcp_roots"
 
 
 class RunTask(Protocol):
-    """The runner's entry point (``runner.run_task``; a fake in the tool layer's unit tests)."""
+    """How a tool call runs a Kimi turn: the server's ``LazyRunner`` (a fake in the tool layer's unit tests)."""
 
     def __call__(
         self,
@@ -43,6 +43,7 @@ class RunTask(Protocol):
         *,
         on_progress: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
+        environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult: ...
 

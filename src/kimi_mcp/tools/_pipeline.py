@@ -4,7 +4,6 @@ step as a *job* (see ``jobs``) and wait for it (``wait_s``): the finished result
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import STORE_FILE, Job, JobManager
+from ..lazy_runner import LazyRunner
 from ..models import GOING, Evidence, StructuredResult, TaskResult
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
@@ -39,27 +39,28 @@ NOT_ISOLATED = Isolation()
 R = TypeVar("R", bound=TaskResult)
 
 
-def run_task(request: TaskRequest, settings: Settings, **kwargs: Any) -> TaskResult:
-    """The runner's ``run_task``, imported at the first call: Kimi's machinery (pexpect, the tracker) is
-    not loaded while a client connects."""
-    from ..runner import run_task as run
-
-    return run(request, settings, **kwargs)
-
-
 @dataclass(frozen=True, slots=True)
 class Backend:
-    """What the tools of one server use: its settings, the function that runs a Kimi turn, its jobs."""
+    """What the tools of one server use: its settings, the environment read at the server's start, its
+    runner, the function that runs a Kimi turn, kimi-mcp's state directory (resolved once), its jobs."""
 
     settings: Settings
-    run: RunTask = run_task
+    #: the process environment as the server read it (``config.read_environment``): Kimi runs with it, and
+    #: the keys configured there are masked
+    env: dict[str, str]
+    #: the server's runner (made at the first call): its standbys and live conversations
+    runner: LazyRunner
+    #: runs a Kimi turn: the runner (a fake in the tool layer's tests)
+    run: RunTask
     #: the server's configuration was invalid: every Kimi call answers with this (kimi_status explains)
     problem: KimiMCPError | None = None
+    state_dir: Path = field(init=False)
     jobs: JobManager = field(init=False)
 
     def __post_init__(self) -> None:
-        path = state_dir(self.settings) / STORE_FILE
-        object.__setattr__(self, "jobs", JobManager(path, self.settings.job_ttl_days))
+        state = state_dir(self.settings, self.env)
+        object.__setattr__(self, "state_dir", state)
+        object.__setattr__(self, "jobs", JobManager(state / STORE_FILE, self.settings.job_ttl_days))
 
     def check(self) -> None:
         """Raise the configuration problem, if there is one."""
@@ -73,12 +74,6 @@ _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictiona
 def bind(mcp: FastMCP, backend: Backend) -> None:
     """Make ``backend`` the one the tools registered on ``mcp`` use."""
     _backends[mcp] = backend
-
-
-def shutdown_jobs() -> None:
-    """Record the jobs still running in every server of this process as interrupted (server exit)."""
-    for backend in list(_backends.values()):
-        backend.jobs.shutdown()
 
 
 def current_backend(server: FastMCP = CurrentFastMCP()) -> Backend:  # noqa: B008 - FastMCP dependency
@@ -134,14 +129,21 @@ class Call:
         arguments = {**arguments, "model": model} if model else arguments
         if isolation.isolated:
             arguments = {**arguments, "isolation": "worktree", "verify_command": isolation.verify_command}
-        settings, run = self.settings, self.backend.run
+        settings, run, env, state = self.settings, self.backend.run, self.backend.env, self.backend.state_dir
 
         def work(job: Job) -> TaskResult:
             def turn(req: TaskRequest) -> TaskResult:
-                return run(req, settings, on_progress=job.on_progress, cancel=job.cancel, watch=job.watch)
+                return run(
+                    req,
+                    settings,
+                    on_progress=job.on_progress,
+                    cancel=job.cancel,
+                    environ=env,
+                    watch=job.watch,
+                )
 
             if isolation.isolated:
-                base, where = run_isolated(request, isolation, job.job_id, settings, turn)
+                base, where = run_isolated(request, isolation, job.job_id, settings, state, turn)
             else:
                 base, where = turn(request), request.workspace
             if finish is None:
@@ -151,7 +153,7 @@ class Call:
                 result.diff = base.diff
             return result
 
-        masked = Redactor(configured_secrets(os.environ)).mask_tree(_trimmed(arguments))
+        masked = Redactor(configured_secrets(env)).mask_tree(_trimmed(arguments))
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
             tool=tool, cls=self.cls, workspace=str(self.workspace), read_only=read_only, arguments=masked,
@@ -198,7 +200,7 @@ class Call:
         return self.done(results[0] if len(results) == 1 else combined(results))
 
     def fail(self, exc: KimiMCPError) -> ToolResult:
-        self.redactor.add(configured_secrets(os.environ))
+        self.redactor.add(configured_secrets(self.backend.env))
         result = error_result(exc, str(self.workspace or ""), self.cls)
         return to_tool_result(result, self.settings, self.redactor)
 
@@ -245,7 +247,7 @@ async def run_tool(
         if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
             return ws
         if how.isolated:
-            await anyio.to_thread.run_sync(check_repository, ws, backend.settings)
+            await anyio.to_thread.run_sync(check_repository, ws, backend.state_dir)
         text = prompt(call, ws)
         jobs = [
             call.submit(tool, arguments, text, read_only=read_only, finish=finish, model=model, isolation=how)

@@ -3,6 +3,8 @@ what it holds now (live sessions, standbys, running jobs). Runs no model turn.""
 
 from __future__ import annotations
 
+import functools
+
 import anyio
 from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
@@ -24,7 +26,10 @@ from ._pipeline import Backend, current_backend
     output_schema=StatusReport.model_json_schema(),
 )
 async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult:  # noqa: B008
-    report = await anyio.to_thread.run_sync(status_report, backend.settings, backend.problem)
+    report = await anyio.to_thread.run_sync(
+        functools.partial(status_report, backend.settings, backend.problem, env=backend.env)
+    )
+    report.standbys, report.live_sessions = backend.runner.held()
     report.running_jobs = [job.job_id for job in backend.jobs.running_here()]
     payload = report.model_dump(mode="json")
     return ToolResult(content=result_json(payload), structured_content=payload)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import anyio
@@ -14,7 +13,6 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from ..config import state_dir
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED, JobRecord
 from ..models import ApplyResult, ConflictInfo, ErrorInfo
@@ -56,7 +54,7 @@ async def kimi_apply(
         if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
             return found
         record, copy_id = found
-        copy = await anyio.to_thread.run_sync(worktree.load, state_dir(backend.settings), copy_id)
+        copy = await anyio.to_thread.run_sync(worktree.load, backend.state_dir, copy_id)
         applied = await anyio.to_thread.run_sync(worktree.apply, copy, list(paths) if paths else None)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
@@ -97,8 +95,9 @@ async def kimi_discard(
             return found
         record, copy_id = found
         if record.session_id:
-            await anyio.to_thread.run_sync(_close_live, record.session_id)
-        removed = await anyio.to_thread.run_sync(worktree.discard, state_dir(backend.settings), copy_id)
+            # its live Kimi runs in the copy about to go
+            await anyio.to_thread.run_sync(backend.runner.close_live, record.session_id)
+        removed = await anyio.to_thread.run_sync(worktree.discard, backend.state_dir, copy_id)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
     result = ApplyResult(success=True, job_id=record.job_id, workspace=record.workspace, discarded=True)
@@ -134,13 +133,6 @@ async def _isolated_job(
             )
     assert copy_id is not None
     return record, copy_id
-
-
-def _close_live(session_id: str) -> None:
-    """Close the conversation's live Kimi (it runs in the copy about to go); no runner loaded: none."""
-    runner = sys.modules.get("kimi_mcp.runner")
-    if runner is not None:
-        runner.default_runner().pool.close_live(session_id)
 
 
 def _reply(result: ApplyResult) -> ToolResult:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,7 @@ def test_a_worktree_job_leaves_the_tree_alone_until_it_is_applied(repo: Path) ->
     first, untouched, revised, applied, twice = run(body)
     assert untouched == before  # the job changed nothing in the user's tree
     assert first["workspace"] == str(repo.resolve()) and first["worktree"]["path"] != str(repo.resolve())
-    assert Path(first["worktree"]["path"]).is_relative_to(state_dir(Settings()))
+    assert Path(first["worktree"]["path"]).is_relative_to(state_dir(Settings(), os.environ))
     assert first["files_created"] == ["new.txt"] and first["files_modified"] == ["app.py"]
     assert "-five\n+FIVE\n" in first["diff"] and "+v1\n" in first["diff"]
     assert "-one" not in first["diff"] and "+ONE" not in first["diff"]  # the base holds the user's edit
@@ -227,6 +228,8 @@ def test_a_plain_job_cannot_be_applied_and_stale_copies_are_pruned(repo: Path) -
         refused.is_error
         and "did not run on an isolated copy" in refused.structured_content["error"]["message"]
     )
-    stale = worktree.create(repo, state_dir(settings), "job_00000000deadbeef").root  # no job knows it
+    stale = worktree.create(
+        repo, state_dir(settings, os.environ), "job_00000000deadbeef"
+    ).root  # no job knows it
     assert prune_copies(mcp) == ["job_00000000deadbeef"]
     assert not stale.exists() and Path(isolated["worktree"]["path"]).exists()  # a finished job's stays
