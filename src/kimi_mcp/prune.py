@@ -176,6 +176,15 @@ def prune(store: JobStore, settings: Settings, env: dict[str, str], args: argpar
     return report
 
 
+def forget_sessions(env: dict[str, str], deleted: list[JobRef], left: list[JobRef]) -> list[Path]:
+    """A server's own pruning at start (``JobManager.on_pruned``): the Kimi sessions only the pruned jobs
+    used go with them (their copies go with ``tools._isolation.prune_copies``); the directories removed."""
+    report = Report(dry=False, age="")
+    sessions, _copies = leftovers(deleted, left)
+    _remove_sessions(session_roots(env), sessions, report)
+    return report.sessions
+
+
 def choose(
     refs: Iterable[JobRef],
     cutoff: float | None,

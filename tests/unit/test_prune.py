@@ -4,6 +4,7 @@ or outside the stores stay; a dry run changes nothing; a store that cannot be op
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sqlite3
@@ -21,8 +22,8 @@ from kimi_mcp.config import Settings, state_dir
 from kimi_mcp.drivers.base import KimiInstall
 from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.jobs import STORE_FILE, JobRecord, JobRef, JobStore, owner_id
-from kimi_mcp.prune import human_bytes, leftovers, session_dirs, session_roots
+from kimi_mcp.jobs import STORE_FILE, JobManager, JobRecord, JobRef, JobStore, owner_id
+from kimi_mcp.prune import forget_sessions, human_bytes, leftovers, session_dirs, session_roots
 
 DAY = 86_400.0
 DEAD = "dead-owner"  # malformed, so never alive
@@ -394,3 +395,19 @@ def test_prune_help_imports_nothing_heavy() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert "HEAVY: CODE:0" in done.stdout and "--older-than DAYS" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_servers_own_pruning_at_start_takes_the_pruned_jobs_sessions_along(world: World) -> None:
+    """The store's TTL pruning at a server's start used to leave the Kimi sessions of the jobs it deleted,
+    which ``kimi-mcp prune`` could then no longer find."""
+    old = world.job(session="77777777-aaaa-bbbb-cccc-000000000007", age_days=30)
+    old_session = legacy_session(world.legacy, world.repo, old.session_id or "")
+    first = world.job(session="88888888-aaaa-bbbb-cccc-000000000008", age_days=30)
+    world.job(session=first.session_id, age_days=1, tool="kimi_continue")  # the conversation goes on
+    shared_session = kimi_code_session(world.kimi_code, first.session_id or "")
+    stranger = legacy_session(world.legacy, world.repo, "99999999-aaaa-bbbb-cccc-000000000009")
+    env = {"HOME": str(world.home)}
+    jobs = JobManager(world.store.path, ttl_days=7, on_pruned=functools.partial(forget_sessions, env))
+    assert {ref.job_id for ref in jobs.store.refs()} == world.ids() - {old.job_id, first.job_id}
+    assert not old_session.exists()  # only the pruned job used it
+    assert shared_session.exists() and stranger.exists()  # a job left names it; not kimi-mcp's

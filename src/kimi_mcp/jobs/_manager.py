@@ -25,6 +25,7 @@ from ._store import (
     INTERRUPTED_MESSAGE,
     INTERRUPTED_SUGGESTION,
     JobRecord,
+    JobRef,
     JobStore,
     owner_alive,
     owner_id,
@@ -107,9 +108,16 @@ def summary_of(result: TaskResult) -> str:
 class JobManager:
     """The jobs of one server, and the store they are kept in (opened on first use)."""
 
-    def __init__(self, path: Path, ttl_days: float = 7.0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        ttl_days: float = 7.0,
+        on_pruned: Callable[[list[JobRef], list[JobRef]], object] | None = None,
+    ) -> None:
         self.path = path
         self.ttl_days = ttl_days
+        #: called with (the jobs pruned when the store opened, every job left): what only they held goes too
+        self.on_pruned = on_pruned
         self.owner = owner_id()
         self._store: JobStore | None = None
         self._lock = threading.Lock()
@@ -119,6 +127,7 @@ class JobManager:
 
     @property
     def store(self) -> JobStore:
+        pruned: tuple[list[JobRef], list[JobRef]] = ([], [])
         with self._lock:
             if self._store is None:
                 if self._stopping:
@@ -131,14 +140,22 @@ class JobManager:
                         suggestion="Point KIMI_MCP_STATE_DIR at a writable directory of your own.",
                     ) from exc
                 interrupted = self._store.interrupt_orphans()
-                pruned = self._store.prune(self.ttl_days)
-                log.info("job store %s: %d interrupted, %d pruned", self.path, len(interrupted), pruned)
+                pruned = self._store.prune_finished(self.ttl_days)
+                log.info(
+                    "job store %s: %d interrupted, %d pruned", self.path, len(interrupted), len(pruned[0])
+                )
                 if interrupted:
                     log.warning(
                         "%d job(s) were interrupted because their server stopped: %s (kimi_jobs lists them)",
                         len(interrupted), ", ".join(interrupted[:5]), extra=CLIENT,
                     )  # fmt: skip
-            return self._store
+            store = self._store
+        if pruned[0] and self.on_pruned is not None:  # outside the lock: it deletes directories
+            try:
+                self.on_pruned(*pruned)
+            except Exception:
+                log.exception("could not remove what the pruned jobs held")
+        return store
 
     # -- running -----------------------------------------------------------------------------------------
     def submit(

@@ -377,6 +377,14 @@ class JobStore:
             (cutoff,),
         )
 
+    def prune_finished(self, ttl_days: float) -> tuple[builtins.list[JobRef], builtins.list[JobRef]]:
+        """As :meth:`prune`, returning (the deleted, every job left) as :meth:`delete` does: what the
+        deleted jobs held (Kimi sessions) can then go with them."""
+        cutoff = time.time() - ttl_days * 86400
+        return self.delete(
+            ref.job_id for ref in self.refs() if ref.status in FINISHED and ref.ended_at < cutoff
+        )
+
     def refs(self) -> builtins.list[JobRef]:
         """Every job as :class:`JobRef` (what it holds besides its row), oldest first."""
         return [JobRef(*row) for row in self._query(f"SELECT {_REF_COLUMNS} FROM jobs ORDER BY started_at")]

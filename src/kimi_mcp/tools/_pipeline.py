@@ -4,6 +4,7 @@ step as a *job* (see ``jobs``) and wait for it (``wait_s``): the finished result
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,7 +61,14 @@ class Backend:
     def __post_init__(self) -> None:
         state = state_dir(self.settings, self.env)
         object.__setattr__(self, "state_dir", state)
-        object.__setattr__(self, "jobs", JobManager(state / STORE_FILE, self.settings.job_ttl_days))
+        from ..prune import forget_sessions
+
+        jobs = JobManager(
+            state / STORE_FILE,
+            self.settings.job_ttl_days,
+            on_pruned=functools.partial(forget_sessions, self.env),
+        )
+        object.__setattr__(self, "jobs", jobs)
 
     def check(self) -> None:
         """Raise the configuration problem, if there is one."""
