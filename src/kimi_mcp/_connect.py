@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import threading
 from importlib import metadata
 from pathlib import Path
@@ -198,7 +197,3 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
-
-
-if __name__ == "__main__":  # pragma: no cover - a manual check
-    print(_record_path(os.environ), file=sys.stderr)

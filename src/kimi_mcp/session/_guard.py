@@ -114,20 +114,30 @@ def _descendants(root: int) -> list[int]:
 
 
 def _children(pid: int) -> list[int]:
-    kids: list[int] = []
+    kids = child_pids(pid)
+    return _children_by_scan(pid) if kids is None else kids
+
+
+def child_pids(pid: int) -> list[int] | None:
+    """The pids of ``pid``'s children ([] if it is gone), ``None`` where the kernel offers no
+    ``children`` file (``_proc`` reads Kimi's tree with it too)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
     except OSError:
-        return kids
+        return None
+    kids: list[int] = []
     for tid in tasks:
         try:
             with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
                 kids += [int(field) for field in handle.read().split()]
-        except FileNotFoundError:
-            if os.path.exists(f"/proc/{pid}/task/{tid}"):  # a kernel without the children files
-                return _children_by_scan(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
+                continue  # the thread ended meanwhile
+            return None
         except OSError:
-            continue
+            return None
     return kids
 
 

@@ -10,6 +10,7 @@ import time
 import psutil
 
 from .._logging import get_logger
+from ._guard import child_pids
 
 log = get_logger("proc")
 
@@ -29,7 +30,7 @@ def descendants(pid: int) -> list[psutil.Process]:
     found = [root]
     todo = [pid]
     while todo:
-        kids = _child_pids(todo.pop())
+        kids = child_pids(todo.pop())
         if kids is None:  # no /proc children files here: psutil's scan
             try:
                 return [root, *root.children(recursive=True)]
@@ -40,29 +41,6 @@ def descendants(pid: int) -> list[psutil.Process]:
                 found.append(psutil.Process(kid))
                 todo.append(kid)
     return found
-
-
-def _child_pids(pid: int) -> list[int] | None:
-    """The pids of ``pid``'s children ([] if it is gone), ``None`` where the kernel offers no
-    ``children`` file."""
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return []
-    except OSError:
-        return None
-    kids: list[int] = []
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                kids += [int(field) for field in handle.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            if not os.path.exists(f"/proc/{pid}/task/{tid}"):
-                continue  # the thread ended meanwhile
-            return None
-        except OSError:
-            return None
-    return kids
 
 
 def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:

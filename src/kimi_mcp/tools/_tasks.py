@@ -12,7 +12,7 @@ extension on a call (handshake-era connections, ``claude -p``) gets today's beha
 Nothing of ``fastmcp-tasks`` (Docket) is imported: its import costs seconds at every start, it runs the tool
 body as a queued execution and re-enters it per answer, while here the job already is the durable,
 cancellable unit of work. What the SDK lacks, producing the claimed ``resultType: "task"`` result on
-``tools/call`` (it only consumes it), is :func:`_allow_task_results`.
+``tools/call`` (it only consumes it), is :func:`_task_results_allowed`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
 from .._logging import get_logger
+from ._params import TASK
 
 if TYPE_CHECKING:
     from fastmcp import Context
@@ -54,6 +55,7 @@ FILES_EVERY_S = 2.0  # the files-changed-so-far part of a status message is refr
 CANCEL_WAIT_S = 3.0  # tasks/cancel acknowledges once the job stopped, or after this long
 KEEP_FINISHED = 64  # finished tasks kept in memory; older ones are answered from the job store
 STATUS_CHARS = 300  # a status message is one line a client shows as it is
+POLL_MS = int(TASK.poll_interval.total_seconds() * 1000)  # the Kimi tools' poll interval
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -112,7 +114,7 @@ class Task:
     jobs: list[Job]
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     cancelled: bool = False
-    poll_interval_ms: int = 1000  # how often the client should poll tasks/get (the tool's task config)
+    poll_interval_ms: int = POLL_MS  # how often the client should poll tasks/get (the tool's task config)
     _files: list[str] = field(default_factory=list)
     _files_at: float = 0.0
     _refreshing: bool = False
@@ -282,7 +284,12 @@ class JobTasks(ServerExtension):
                 message=f"Task {task_id} not found (kimi_jobs lists the jobs kept; a task's id is its job_id)",
             )
         created = datetime.fromtimestamp(record.started_at, UTC).isoformat()
-        fields = {"task_id": task_id, "created_at": created, "ttl_ms": self.ttl_ms, "poll_interval_ms": 1000}
+        fields = {
+            "task_id": task_id,
+            "created_at": created,
+            "ttl_ms": self.ttl_ms,
+            "poll_interval_ms": POLL_MS,
+        }
         now = datetime.now(UTC).isoformat()
         if record.status not in FINISHED:
             activity = (record.progress or {}).get("activity") or record.status
