@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
-from git_helpers import git
+from git_helpers import committed_repo, git
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
 
@@ -22,10 +22,7 @@ pytestmark = pytest.mark.e2e
 def test_prune_all_removes_the_jobs_sessions_and_copy(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ) -> None:
-    git(workspace, "init", "-q", "-b", "main")
-    (workspace / "app.py").write_text("print('hi')\n")
-    git(workspace, "add", ".")
-    git(workspace, "commit", "-q", "-m", "first")
+    committed_repo(workspace, {"app.py": "print('hi')\n"})
     fake.script([Reply.tool(*kimi.write("iso.txt", "i\n")), Reply.text_reply("isolated")], marker="ISO")
     fake.script([Reply.text_reply("revised")], marker="AGAIN")
     fake.script([Reply.tool(*kimi.write("plain.txt", "p\n")), Reply.text_reply("plain")], marker="PLAIN")

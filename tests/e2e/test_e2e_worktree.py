@@ -19,7 +19,7 @@ import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
-from git_helpers import git
+from git_helpers import committed_repo, git
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
 
@@ -32,11 +32,7 @@ APP = "def greet():\n    return 'hi'\n\n\ndef main():\n    print(greet())\n"
 def repo(workspace: Path) -> Path:
     """The workspace as a repository: a committed file with an uncommitted edit, an untracked file and an
     ignored build directory."""
-    git(workspace, "init", "-q", "-b", "main")
-    (workspace / "app.py").write_text(APP)
-    (workspace / ".gitignore").write_text("build/\n")
-    git(workspace, "add", ".")
-    git(workspace, "commit", "-q", "-m", "first")
+    committed_repo(workspace, {"app.py": APP, ".gitignore": "build/\n"})
     (workspace / "app.py").write_text("# my edit\n" + APP)  # uncommitted
     (workspace / "notes.txt").write_text("untracked\n")
     (workspace / "build").mkdir()

@@ -36,3 +36,15 @@ def git(cwd: Path, *args: str) -> str:
     )
     assert done.returncode == 0, f"git {args} failed: {done.stderr}"
     return done.stdout
+
+
+def committed_repo(repo: Path, files: dict[str, str]) -> Path:
+    """``repo`` (made if missing) as a git repository whose first commit holds ``files`` (name → text)."""
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first")
+    return repo

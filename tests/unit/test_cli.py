@@ -15,24 +15,33 @@ PROBE = """
 import sys
 from kimi_mcp import cli
 try:
-    cli.main([{arg!r}])
+    cli.main({argv!r})
 except SystemExit as exit:
     code = exit.code
-heavy = sorted(m for m in ("fastmcp", "mcp", "pydantic", "pexpect", "kimi_mcp.server") if m in sys.modules)
-print("HEAVY:" + ",".join(heavy), "CODE:" + str(code))
+heavy = ("fastmcp", "mcp", "pydantic", "pexpect", "kimi_mcp.server", "kimi_mcp.jobs")
+print("HEAVY:" + ",".join(sorted(m for m in heavy if m in sys.modules)), "CODE:" + str(code))
 """
 
 
-@pytest.mark.parametrize("arg", ["--help", "--version"])
-def test_help_and_version_import_nothing_heavy(arg: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--help"], ["--http", "kimi_continue"]),
+        (["--version"], [f"kimi-mcp {__version__}"]),
+        (["prune", "--help"], ["--older-than DAYS"]),
+        (["install-kimi", "--help"], ["--prefix"]),
+    ],
+)
+def test_help_and_version_import_nothing_heavy(argv: list[str], says: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(arg=arg)], capture_output=True, text=True, timeout=60, check=True
+        [sys.executable, "-c", PROBE.format(argv=argv)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     assert "HEAVY: CODE:0" in done.stdout, done.stdout + done.stderr
-    if arg == "--version":
-        assert f"kimi-mcp {__version__}" in done.stdout
-    else:
-        assert "--http" in done.stdout and "kimi_continue" in done.stdout
+    assert all(text in done.stdout for text in says), done.stdout
 
 
 def test_a_bad_argument_is_refused_by_the_parser() -> None:

@@ -8,14 +8,12 @@ import functools
 import hashlib
 import os
 import sqlite3
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from git_helpers import git
+from git_helpers import committed_repo
 
 from kimi_mcp import cli, worktree
 from kimi_mcp.config import Settings, state_dir
@@ -120,12 +118,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
         monkeypatch.delenv(name, raising=False)
     for name in ("JOB_TTL_DAYS", "SESSION_IDLE", "STATE_DIR"):
         monkeypatch.delenv(f"KIMI_MCP_{name}", raising=False)
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "app.py").write_text("print('hi')\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "initial")
+    repo = committed_repo(tmp_path / "repo", {"app.py": "print('hi')\n"})
     state = state_dir(Settings(), os.environ)  # $XDG_STATE_HOME/kimi-mcp (tests/conftest.py's private one)
     store = JobStore(state / STORE_FILE)
     yield World(home, state, repo, store)
@@ -382,19 +375,6 @@ def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (0, 1023, 1024, 1536, 48 * 1024**2 + 200_000, 3 * 1024**4)] == [
         "0 B", "1023 B", "1.0 KiB", "1.5 KiB", "48.2 MiB", "3.0 TiB",
     ]  # fmt: skip
-
-
-def test_prune_help_imports_nothing_heavy() -> None:
-    probe = (
-        "import sys\nfrom kimi_mcp import cli\n"
-        "try:\n    cli.main(['prune', '--help'])\nexcept SystemExit as exit:\n    code = exit.code\n"
-        "heavy = [m for m in ('fastmcp', 'mcp', 'pydantic', 'pexpect', 'kimi_mcp.server', 'kimi_mcp.jobs')"
-        " if m in sys.modules]\nprint('HEAVY:' + ','.join(heavy), 'CODE:' + str(code))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "HEAVY: CODE:0" in done.stdout and "--older-than DAYS" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_servers_own_pruning_at_start_takes_the_pruned_jobs_sessions_along(world: World) -> None:
