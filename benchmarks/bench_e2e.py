@@ -36,6 +36,7 @@ from fastmcp.client.transports import StdioTransport  # noqa: E402
 
 from kimi_mcp.drivers import make_driver, probe  # noqa: E402
 from kimi_mcp.drivers.base import ScreenState  # noqa: E402
+from kimi_mcp.scope import Scope
 from kimi_mcp.session import ApprovalPolicy, KimiSession  # noqa: E402
 
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")
@@ -154,7 +155,7 @@ def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
         fake.script([Reply.text_reply(f"plain answer {i}")])
         session = KimiSession(
             make_driver(probe(binary, env)), work, env=env, policy=ApprovalPolicy(work, read_only=False),
-            deadline=time.monotonic() + 120,
+            scope=Scope(deadline=time.monotonic() + 120),
         )  # fmt: skip
         try:
             session.start()

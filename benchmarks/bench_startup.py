@@ -23,13 +23,14 @@ from bench_e2e import dialect_env
 from fake_moonshot import FakeMoonshot
 
 from kimi_mcp.drivers import make_driver, probe
+from kimi_mcp.scope import Scope
 from kimi_mcp.session import ApprovalPolicy, KimiSession
 
 
 def session(binary: str, env: dict[str, str], work: Path, resume: str | None = None) -> KimiSession:
     return KimiSession(
         make_driver(probe(binary, env)), work, env=env, policy=ApprovalPolicy(work, read_only=False),
-        deadline=time.monotonic() + 120, resume=resume,
+        scope=Scope(deadline=time.monotonic() + 120), resume=resume,
     )  # fmt: skip
 
 

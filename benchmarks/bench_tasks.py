@@ -40,15 +40,14 @@ class Runner:
         self.called: list[float] = []
         self.release = threading.Event()
 
-    def __call__(self, request, settings, *, on_progress=None, cancel=None, watch=None, **_kw) -> TaskResult:
+    def __call__(self, request, settings, *, scope, watch=None, **_kw) -> TaskResult:
         self.called.append(time.perf_counter())
         if watch is not None:
             watch.queued = False
             watch.changed_so_far = lambda: time.sleep(0.05) or ["a.py"]
-        if on_progress is not None:
-            on_progress("Kimi runs Write a.py")
+        scope.progress("Kimi runs Write a.py")
         while not self.release.wait(0.01):
-            if cancel is not None and cancel.is_set():
+            if scope.cancel.is_set():
                 break
         return TaskResult(success=True, workspace=str(request.workspace), output="ok")
 

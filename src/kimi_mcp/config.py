@@ -166,9 +166,55 @@ class Settings(BaseModel):
         "and the one the automated login picks; unset: Kimi's default model",
     )
     thinking: bool = Field(default=False, description="Answer the setup's thinking question with 'on'")
+    questions: Literal["ask", "dismiss"] = Field(
+        default="ask",
+        description="Kimi's questions (its AskUserQuestion panel): ask (the caller answers: an elicitation form, "
+        "or the job waits with status 'waiting') or dismiss (pressed away, as with no one there)",
+    )
+    question_timeout: float = Field(
+        default=600.0, gt=0, description="Seconds a question waits for its answer before it is dismissed"
+    )
+    approvals: Literal["policy", "ask"] = Field(
+        default="policy",
+        description="Default of the write tools' approvals: policy (kimi-mcp approves what its rules allow) or "
+        "ask (every such approval is asked of the caller like a question)",
+    )
+    max_tokens: int | None = Field(
+        default=None, ge=1, description="Default token limit of a job (input + output, all its steps); unset: none"
+    )
+    daily_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Tokens all jobs of this job store may spend in any 24 hours; a call past it is refused, a "
+        "running job that crosses it is stopped; unset: no budget",
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="USD per million input/output tokens per model alias, as 'alias=in/out,alias=in/out': "
+        "results then carry usage.cost_usd",
+    )
     tools: list[str] | None = Field(default=None, description="Allow-list of tool names to register")
 
     model_config = {"extra": "forbid"}
+
+    @field_validator("prices", mode="before")
+    @classmethod
+    def _parse_prices(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        prices: dict[str, tuple[float, float]] = {}
+        for part in (p.strip() for p in value.split(",")):
+            if not part:
+                continue
+            alias, sep, pair = part.partition("=")
+            given, slash, taken = pair.partition("/")
+            try:
+                if not (sep and slash and alias.strip()):
+                    raise ValueError
+                prices[alias.strip()] = (float(given), float(taken))
+            except ValueError:
+                raise ValueError(f"{part!r} is not 'alias=input/output' (USD per million tokens)") from None
+        return prices
 
     @field_validator("exclude_dirs", "tools", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 ErrorType = Literal[
-    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input", "config"
+    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input", "config", "budget"
 ]
 
 
@@ -77,6 +77,13 @@ class TaskTimeout(KimiMCPError):
 class TaskCancelled(KimiMCPError):
     type = "cancelled"
     default_suggestion = "The call was cancelled by the client; files already changed are listed."
+
+
+class BudgetError(KimiMCPError):
+    """A token limit (``max_tokens``, ``KIMI_MCP_DAILY_TOKENS``) was crossed: Kimi was stopped."""
+
+    type = "budget"
+    default_suggestion = "Continue with kimi_continue and a larger max_tokens if more work is worth it."
 
 
 class WorkspaceError(KimiMCPError):

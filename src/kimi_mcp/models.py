@@ -54,6 +54,36 @@ class ToolCallTrace(BaseModel):
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = Field(
+        default=None, description="At the model's price in KIMI_MCP_PRICES (null: no price configured)"
+    )
+
+
+class QuestionOption(BaseModel):
+    label: str
+    description: str = ""
+
+
+class QuestionInfo(BaseModel):
+    """The question a job waits on (status 'waiting'): answer it with kimi_job(job_id, action='answer',
+    answer=...)."""
+
+    kind: Literal["question", "approval"] = "question"
+    text: str
+    header: str = ""
+    options: list[QuestionOption] = Field(default_factory=list)
+    multi_select: bool = Field(default=False, description="The answer may be a list of option labels")
+    free_text: bool = Field(default=True, description="Any other text is accepted as the answer")
+    asked_at: str = Field(default="", description="ISO 8601, UTC")
+
+
+class MessageInfo(BaseModel):
+    """A message sent to the running job (kimi_steer) that reached Kimi."""
+
+    at: str = Field(description="ISO 8601, UTC")
+    mode: Literal["steer", "interrupt", "queue"]
+    delivered: Literal["in_turn", "next_turn"]
+    text: str
 
 
 class Evidence(BaseModel):
@@ -65,10 +95,12 @@ class Evidence(BaseModel):
     cited: list[str] = Field(default_factory=list, description="Evidence Kimi cited in its structured answer")
 
 
-JobStatus = Literal["done", "running", "starting", "queued", "failed", "cancelled", "interrupted"]
-GOING: tuple[str, ...] = ("running", "starting", "queued")
+JobStatus = Literal[
+    "done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"
+]
+GOING: tuple[str, ...] = ("running", "starting", "queued", "waiting")
 """The statuses of a job that is not finished: queued (waiting for a slot), starting (Kimi starts, or the ready
-Kimi finishes starting), running (Kimi's turn)."""
+Kimi finishes starting), running (Kimi's turn), waiting (Kimi asked a question: ``question`` says what)."""
 
 
 class JobProgress(BaseModel):
@@ -132,9 +164,11 @@ class TaskResult(BaseModel):
     status: JobStatus = Field(
         default="done",
         description="done / failed / cancelled / interrupted (finished), or queued / starting / running (still "
-        "going: kimi_job waits for it)",
+        "going: kimi_job waits for it), or waiting (Kimi asked a question: answer it with kimi_job(job_id, "
+        "action='answer', answer=...))",
     )
     progress: JobProgress | None = Field(default=None, description="Only while the job is still going")
+    question: QuestionInfo | None = Field(default=None, description="Only while the job is waiting")
     output: str = Field(default="", description="Kimi's final answer text")
     files_created: list[str] = Field(default_factory=list, description="Paths relative to the workspace")
     files_modified: list[str] = Field(default_factory=list)
@@ -182,6 +216,9 @@ class TaskResult(BaseModel):
     verify: VerifyOutcome | None = Field(default=None, description="verify_command's outcome in the copy")
     attempts: list[AttemptSummary] = Field(
         default_factory=list, description="attempts > 1: every attempt, best first (this result is the first)"
+    )
+    messages: list[MessageInfo] = Field(
+        default_factory=list, description="Messages sent to the running job (kimi_steer) that reached Kimi"
     )
     error: ErrorInfo | None = None
     notes: list[str] = Field(

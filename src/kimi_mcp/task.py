@@ -8,16 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .secrets import Redactor
-
 
 @dataclass(frozen=True, slots=True)
 class TaskRequest:
     prompt: str
     workspace: Path
     read_only: bool = False
-    #: masks secrets in everything the call returns (the caller keeps it for what it adds to the result)
-    redactor: Redactor | None = None
     #: a follow-up in this Kimi conversation (typed into its live Kimi, or resumed from Kimi's store)
     session_id: str | None = None
     #: the model for this call (one of Kimi's aliases or model names; None: KIMI_MCP_MODEL, else Kimi's own)

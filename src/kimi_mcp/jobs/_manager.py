@@ -18,7 +18,9 @@ from pathlib import Path
 
 from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
-from ..models import ErrorInfo, JobProgress, JobStatus, TaskResult
+from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInfo, TaskResult
+from ..question import Choice
+from ..scope import DECLINED, Message, Scope
 from ..task import RunWatch
 from ._store import (
     FINISHED,
@@ -34,29 +36,51 @@ from ._store import (
 log = get_logger("jobs")
 
 TICK = 1.0  # seconds between progress writes to the store (and looks for remote cancellations)
+DAY_S = 86_400.0  # the daily token budget's window
 
 
 class Job:
-    """A job that runs in this server."""
+    """A job that runs in this server, under its :class:`~kimi_mcp.scope.Scope` (its cancellation, progress,
+    limits and inbox)."""
 
-    def __init__(self, record: JobRecord, cls: type[TaskResult]) -> None:
+    def __init__(self, record: JobRecord, cls: type[TaskResult], scope: Scope) -> None:
         self.job_id, self.cls, self.workspace = record.job_id, cls, record.workspace
+        self.read_only = record.read_only
         self.started = time.monotonic()
-        self.cancel = threading.Event()  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
+        self.scope = scope
+        self.cancel = scope.cancel  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
         self.done = threading.Event()
+        self.asking = threading.Event()  # set while a question waits for its answer (waiters return)
         self.watch = RunWatch()
         self.activity = "waiting for a free Kimi slot"
         self.seq = 0  # bumped by every progress message (waiters relay what is new)
         self.result: TaskResult | None = None
+        self.published_screen = ""  # the screen last written to the store
+        scope.sink = self.on_progress
+        scope.inbox.on_change = self._question_changed
 
     def on_progress(self, message: str) -> None:
         self.activity = message
         self.seq += 1
 
+    def _question_changed(self) -> None:
+        self.seq += 1
+        if self.scope.inbox.asked is not None:
+            self.asking.set()
+        else:
+            self.asking.clear()
+
+    @property
+    def question(self) -> QuestionInfo | None:
+        asked = self.scope.inbox.asked
+        return None if asked is None or self.result is not None else QuestionInfo(**asked.to_dict())
+
     @property
     def status(self) -> JobStatus:
         if self.result is not None:
             return self.result.status
+        if self.scope.inbox.asked is not None:
+            return "waiting"
         if self.watch.queued:
             return "queued"
         return "starting" if self.watch.starting else "running"
@@ -77,14 +101,24 @@ class Job:
         running; ``success`` null: neither done nor failed yet)."""
         if self.result is not None:
             return self.result
+        question = self.question
+        if question is not None:
+            note = (
+                f"Kimi asks: answer with kimi_job(job_id={self.job_id!r}, action='answer', answer=...) (an "
+                "option's label, a list of labels if multi_select, or your own words)."
+            )
+        else:
+            note = f"Still {self.status}: call kimi_job(job_id={self.job_id!r}) to wait for the result."
         return self.cls(
             success=None,
             job_id=self.job_id,
-            status=self.status,
+            status="waiting" if question is not None else self.status,
             progress=self.progress(files),
+            question=question,
             workspace=self.workspace,
             session_id=self.watch.session_id,
-            notes=[f"Still {self.status}: call kimi_job(job_id={self.job_id!r}) to wait for the result."],
+            messages=[MessageInfo(**m.to_dict()) for m in self.scope.delivered],
+            notes=[note],
         )
 
 
@@ -168,6 +202,7 @@ class JobManager:
         arguments: dict,
         summary: str,
         work: Callable[[Job], TaskResult],
+        scope: Scope,
         session_id: str | None = None,
     ) -> Job:
         """Record a job and start ``work(job)`` in its own thread. A conversation (``session_id``) has one
@@ -182,7 +217,7 @@ class JobManager:
             tool=tool, workspace=workspace, read_only=read_only, arguments=arguments, owner=self.owner,
             session_id=session_id, summary=summary[:200],
         )  # fmt: skip
-        job = Job(record, cls)
+        job = Job(record, cls, scope)
         job.watch.session_id = session_id
         with self._lock:
             if self._stopping:
@@ -264,17 +299,46 @@ class JobManager:
                 if not jobs or self._stopping:
                     self._ticker = None
                     return
+            daily = any(job.scope.tokens.daily is not None for job in jobs)
+            try:
+                used = self.store.tokens_since(time.time() - DAY_S) if daily else 0
+            except Exception as exc:
+                log.debug("daily tokens not read: %s", exc)
+                used = None
             for job in jobs:
                 try:
-                    progress = job.progress(files=False).model_dump(mode="json")
-                    store = self.store
-                    store.update(
-                        job.job_id, status=job.status, progress=progress, session_id=job.watch.session_id
-                    )
-                    if store.cancel_requested(job.job_id):
-                        job.cancel.set()
+                    self._tick_job(job, used)
                 except Exception as exc:
                     log.debug("job %s: progress not recorded: %s", job.job_id, exc)
+
+    def _tick_job(self, job: Job, daily_used: int | None) -> None:
+        """Record one job's progress, tokens, question and screen; take what other servers sent it."""
+        scope, store = job.scope, self.store
+        progress = job.progress(files=False).model_dump(mode="json")
+        question = job.question
+        screen = scope.screen()
+        store.update(
+            job.job_id, status=job.status, progress=progress, session_id=job.watch.session_id,
+            tokens=scope.tokens_spent, question=None if question is None else question.model_dump(mode="json"),
+            screen=screen if screen != job.published_screen else None,
+        )  # fmt: skip
+        job.published_screen = screen
+        if daily_used is not None and scope.tokens.daily is not None:  # other jobs' tokens, as recorded
+            scope.tokens.daily_used = max(0, daily_used - scope.tokens.spent)
+        if store.cancel_requested(job.job_id):
+            job.cancel.set()
+        for kind, payload in store.take_sent(job.job_id):
+            deliver(job, kind, payload)
+
+    # -- what callers send a running job ---------------------------------------------------------------
+    def send(self, job_id: str, kind: str, payload: dict) -> None:
+        """Hand an answer (``kind`` "answer") or a message ("message") to the job: here if this server
+        runs it, else through the store (its owner takes it at its next tick)."""
+        job = self.local(job_id)
+        if job is not None:
+            deliver(job, kind, payload)
+        else:
+            self.store.send(job_id, kind, payload)
 
     # -- shutdown ----------------------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -295,6 +359,18 @@ class JobManager:
             store, self._store = self._store, None
         if store is not None:
             store.close()
+
+
+def deliver(job: Job, kind: str, payload: dict) -> None:
+    """An answer or a message sent to ``job`` (checked by the sender), into its inbox."""
+    inbox = job.scope.inbox
+    if kind == "answer":  # {"picks": [option indexes], "text": free text} or {"declined": true}
+        if payload.get("declined"):
+            inbox.answer(DECLINED)
+        else:
+            inbox.answer(Choice(tuple(payload.get("picks") or ()), payload.get("text")))
+    elif kind == "message":
+        inbox.send(Message(text=str(payload["text"]), mode=payload.get("mode", "steer"), at=payload["at"]))
 
 
 def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:

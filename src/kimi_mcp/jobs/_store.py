@@ -29,16 +29,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 STATUSES: frozenset[str] = frozenset(
-    {"done", "running", "starting", "queued", "failed", "cancelled", "interrupted"}
+    {"done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"}
 )
 FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled", "interrupted"})
 UNFINISHED: frozenset[str] = STATUSES - FINISHED
 
 STORE_FILE = "jobs.sqlite3"  # the file's name inside the state directory
-SCHEMA_VERSION = 1  # PRAGMA user_version; a later migration steps it
+SCHEMA_VERSION = 2  # PRAGMA user_version; each migration steps it
 
 INTERRUPTED_MESSAGE = "the kimi-mcp server running this job stopped before it finished"
 INTERRUPTED_SUGGESTION = (
@@ -46,8 +47,8 @@ INTERRUPTED_SUGGESTION = (
     "or start the task again."
 )
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
+_TABLE = """
+CREATE TABLE jobs (
     job_id TEXT PRIMARY KEY,
     tool TEXT NOT NULL,
     workspace TEXT NOT NULL,
@@ -60,27 +61,53 @@ CREATE TABLE IF NOT EXISTS jobs (
     summary TEXT NOT NULL,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     progress TEXT,
+    tokens INTEGER NOT NULL DEFAULT 0,
+    model TEXT,
+    copy TEXT,
+    question TEXT,
     arguments TEXT NOT NULL,
+    screen TEXT,
     result TEXT
-);
+)"""
+_INDEXES = """
 -- Ascending indexes scanned backwards give "started_at DESC, rowid DESC" with no sort step.
 CREATE INDEX IF NOT EXISTS jobs_started ON jobs (started_at);
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, started_at);
 CREATE INDEX IF NOT EXISTS jobs_workspace ON jobs (workspace, started_at);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs (session_id, started_at);
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at);
+-- What is sent to a running job (answers, messages) for its owner to take: across servers.
+CREATE TABLE IF NOT EXISTS control (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    taken_at REAL
+);
+CREATE INDEX IF NOT EXISTS control_job ON control (job_id, taken_at);
+"""
+# Version 1 had neither the control table nor the columns tokens, model, copy, question and screen: its
+# rows are copied over, with what the new columns hold taken from their results.
+_FROM_V1 = """
+INSERT INTO jobs (job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at,
+    summary, cancel_requested, progress, tokens, model, copy, arguments, result)
+SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at, summary,
+    cancel_requested, progress,
+    COALESCE(json_extract(result, '$.usage.input_tokens'), 0)
+        + COALESCE(json_extract(result, '$.usage.output_tokens'), 0),
+    json_extract(result, '$.model'), json_extract(result, '$.worktree.id'), arguments, result
+FROM jobs_v1
 """
 
 _HAVE_PROC = os.path.exists("/proc/self/stat")
 
-# Every column but the cancel flag and the result, in JobRecord's order.
+# Every column but the cancel flag, the screen and the result, in JobRecord's order.
 _COLUMNS = (
     "job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at, "
-    "summary, progress"
+    "summary, progress, tokens, model, copy, question"
 )
-_REF_COLUMNS = (
-    "job_id, status, owner, session_id, json_extract(result, '$.worktree.id'), "
-    "COALESCE(finished_at, started_at)"
-)
+_REF_COLUMNS = "job_id, status, owner, session_id, copy, COALESCE(finished_at, started_at)"
 _NEWEST_FIRST = "ORDER BY started_at DESC, rowid DESC"
 _IN_FINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(FINISHED)))
 _IN_UNFINISHED = "IN ({})".format(", ".join(f"'{s}'" for s in sorted(UNFINISHED)))
@@ -104,6 +131,10 @@ class JobRecord:
     progress: dict[str, Any] | None  # while running
     result: dict[str, Any] | None  # the whole result once finished; None from JobStore.list()
     cancel_requested: bool
+    tokens: int = 0  # input + output tokens spent (so far, while it runs)
+    model: str | None = None  # the model alias Kimi ran with
+    copy: str | None = None  # its isolated copy (worktree.id), if any
+    question: dict[str, Any] | None = None  # what it waits on (status "waiting")
 
     @property
     def duration_s(self) -> float | None:
@@ -201,8 +232,18 @@ class JobStore:
                     f"kimi-mcp's {SCHEMA_VERSION}: update kimi-mcp or set another KIMI_MCP_STATE_DIR"
                 )
             if version < SCHEMA_VERSION:
-                for statement in _SCHEMA.split(";"):
-                    self._conn.execute(statement)
+                exists = self._conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
+                ).fetchone()
+                if exists:  # version 1 (an empty store has no table yet)
+                    self._conn.execute("ALTER TABLE jobs RENAME TO jobs_v1")
+                self._conn.execute(_TABLE)
+                if exists:
+                    self._conn.execute(_FROM_V1)
+                    self._conn.execute("DROP TABLE jobs_v1")  # its indexes go with it
+                for statement in _INDEXES.split(";"):
+                    if statement.strip():
+                        self._conn.execute(statement)
                 self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     @contextmanager
@@ -257,9 +298,10 @@ class JobStore:
             result=None,
             cancel_requested=False,
         )
+        values = _row_values(record)
         self._execute(
-            f"INSERT INTO jobs ({_COLUMNS}, cancel_requested) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
-            _row_values(record),
+            f"INSERT INTO jobs ({_COLUMNS}, cancel_requested) VALUES ({', '.join('?' * len(values))}, 0)",
+            values,
         )
         return record
 
@@ -271,9 +313,13 @@ class JobStore:
         session_id: str | None = None,
         progress: dict[str, Any] | None = None,
         summary: str | None = None,
+        tokens: int | None = None,
+        question: dict[str, Any] | None | EllipsisType = ...,
+        screen: str | None = None,
     ) -> None:
         """Change only the given fields of an unfinished job (a finished or unknown job is left alone, so a
-        late progress report cannot touch a finished one). Finishing is :meth:`finish`'s."""
+        late progress report cannot touch a finished one; ``question=None`` clears the question, ``...``
+        leaves it). Finishing is :meth:`finish`'s."""
         fields: dict[str, Any] = {}
         if status is not None:
             _check_status(status, UNFINISHED)
@@ -284,6 +330,12 @@ class JobStore:
             fields["progress"] = _dumps(progress)
         if summary is not None:
             fields["summary"] = _one_line(summary)
+        if tokens is not None:
+            fields["tokens"] = int(tokens)
+        if question is not ...:
+            fields["question"] = None if question is None else _dumps(question)
+        if screen is not None:
+            fields["screen"] = screen
         if fields:
             assignments = ", ".join(f"{name} = ?" for name in fields)
             self._execute(
@@ -294,13 +346,58 @@ class JobStore:
     def finish(
         self, job_id: str, *, status: str, result: dict[str, Any], summary: str, session_id: str | None = None
     ) -> None:
-        """Record a job's end: its finished status, whole result and summary; clears its progress."""
+        """Record a job's end: its finished status, whole result and summary, and what the other columns
+        take from the result (tokens, model, copy); clears its progress, question and screen."""
         _check_status(status, FINISHED)
+        usage = result.get("usage") or {}
+        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+        copy = (result.get("worktree") or {}).get("id")
         self._execute(
             "UPDATE jobs SET status = ?, result = ?, summary = ?, session_id = COALESCE(?, session_id), "
-            "finished_at = ?, progress = NULL WHERE job_id = ?",
-            (status, _dumps(result), _one_line(summary), session_id, time.time(), job_id),
+            "finished_at = ?, progress = NULL, question = NULL, screen = NULL, tokens = MAX(tokens, ?), "
+            "model = COALESCE(?, model), copy = COALESCE(?, copy) WHERE job_id = ?",
+            (status, _dumps(result), _one_line(summary), session_id, time.time(), tokens, result.get("model"),
+             copy, job_id),
+        )  # fmt: skip
+
+    def tokens_since(self, since: float) -> int:
+        """The tokens every job spent that finished after ``since`` (unix time) or is still going."""
+        rows = self._query(
+            "SELECT COALESCE(SUM(tokens), 0) FROM jobs WHERE finished_at IS NULL OR finished_at >= ?", (since,)
         )
+        return int(rows[0][0])
+
+    def screen(self, job_id: str) -> tuple[str, str | None] | None:
+        """(status, the masked screen its owner published last) of a job, or None if it is unknown."""
+        rows = self._query("SELECT status, screen FROM jobs WHERE job_id = ?", (job_id,))
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    # -- what is sent to a running job, for its owner -------------------------------------------------
+    def send(self, job_id: str, kind: str, payload: dict[str, Any]) -> None:
+        """Leave an answer or a message for an unfinished job (its owner takes it at its next tick)."""
+        with self._write() as conn:
+            running = conn.execute(
+                "SELECT 1 FROM jobs WHERE job_id = ? AND finished_at IS NULL", (job_id,)
+            ).fetchone()
+            if running:
+                conn.execute(
+                    "INSERT INTO control (job_id, kind, payload, created_at) VALUES (?, ?, ?, ?)",
+                    (job_id, kind, _dumps(payload), time.time()),
+                )
+
+    def take_sent(self, job_id: str) -> builtins.list[tuple[str, dict[str, Any]]]:
+        """What was left for ``job_id`` and not taken yet, oldest first (taken now: never twice)."""
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT id, kind, payload FROM control WHERE job_id = ? AND taken_at IS NULL ORDER BY id",
+                (job_id,),
+            ).fetchall()
+            if rows:
+                marks = ", ".join("?" * len(rows))
+                conn.execute(
+                    f"UPDATE control SET taken_at = ? WHERE id IN ({marks})", (time.time(), *(r[0] for r in rows))
+                )
+        return [(kind, json.loads(payload)) for _id, kind, payload in rows]
 
     def get(self, job_id: str) -> JobRecord | None:
         """One job with its result, or None."""
@@ -360,7 +457,8 @@ class JobStore:
         with self._write() as conn:
             for job_id, owner, session_id, workspace in orphans:
                 changed = conn.execute(
-                    "UPDATE jobs SET status = 'interrupted', finished_at = ?, result = ?, progress = NULL "
+                    "UPDATE jobs SET status = 'interrupted', finished_at = ?, result = ?, progress = NULL, "
+                    "question = NULL, screen = NULL "
                     f"WHERE job_id = ? AND owner = ? AND status {_IN_UNFINISHED}",
                     (now, _dumps(_interrupted_result(job_id, session_id, workspace)), job_id, owner),
                 ).rowcount
@@ -403,6 +501,10 @@ class JobStore:
                     JobRef(*row) for row in conn.execute(f"SELECT {_REF_COLUMNS} FROM jobs {where}", chunk)
                 ]
                 conn.execute(f"DELETE FROM jobs {where}", chunk)
+            conn.execute(  # what was sent to jobs that are finished or gone
+                "DELETE FROM control WHERE taken_at IS NOT NULL "
+                "OR job_id NOT IN (SELECT job_id FROM jobs WHERE finished_at IS NULL)"
+            )
             left = [JobRef(*row) for row in conn.execute(f"SELECT {_REF_COLUMNS} FROM jobs")]
         return deleted, left
 
@@ -460,6 +562,10 @@ def _row_values(record: JobRecord) -> tuple[Any, ...]:
         record.finished_at,
         record.summary,
         None if record.progress is None else _dumps(record.progress),
+        record.tokens,
+        record.model,
+        record.copy,
+        None if record.question is None else _dumps(record.question),
     )
 
 
@@ -468,7 +574,7 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
     (job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at) = row[
         :10
     ]
-    summary, progress, cancel, result = row[10:]
+    summary, progress, tokens, model, copy, question, cancel, result = row[10:]
     return JobRecord(
         job_id=job_id,
         tool=tool,
@@ -484,6 +590,10 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
         progress=_loads(progress),
         result=_loads(result),
         cancel_requested=bool(cancel),
+        tokens=int(tokens or 0),
+        model=model,
+        copy=copy,
+        question=_loads(question),
     )
 
 

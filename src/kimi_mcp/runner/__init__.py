@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._logging import get_logger
@@ -20,6 +20,8 @@ from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, find_binary, probe
 from ..errors import KimiMCPError
 from ..models import TaskResult
+from ..scope import Scope
+from ..secrets import Redactor, configured_secrets
 from ..session import KimiSession
 from ..task import RunWatch, TaskRequest
 from ..workspace import resolve_workspace
@@ -46,27 +48,24 @@ class Runner:
         request: TaskRequest,
         settings: Settings,
         *,
-        on_progress: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
+        scope: Scope,
         environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult:
-        """Blocking: run the task in ``environ`` (the server's, read at its start); always a TaskResult
-        (``success=False`` with ``error`` on failure). ``watch`` is kept current while it runs (queued,
-        session id, files changed so far)."""
-        call = TaskRun(
-            self, request, settings, on_progress=on_progress, cancel=cancel, environ=environ, watch=watch
-        )
-        return call.run()
+        """Blocking: run the task in ``environ`` (the server's, read at its start) under ``scope`` (its
+        deadline starts now); always a TaskResult (``success=False`` with ``error`` on failure). ``watch``
+        is kept current while it runs (queued, session id, files changed so far)."""
+        return TaskRun(self, request, settings, scope=scope, environ=environ, watch=watch).run()
 
     def prewarm(self, key: StandbyKey, install: KimiInstall, settings: Settings, env: dict[str, str]) -> None:
         """Start a standby Kimi for ``key`` in the background (see ``_pool``)."""
 
         def factory(cancel: threading.Event) -> KimiSession:
             deadline = time.monotonic() + settings.startup_timeout
+            scope = Scope(deadline=deadline, cancel=cancel, redactor=Redactor(configured_secrets(env)))
             workspace = Path(key.workspace)
             return new_session(
-                install, workspace, key.read_only, settings, env, deadline=deadline, cancel=cancel,
+                install, workspace, key.read_only, settings, env, scope=scope,
                 model=start_flag(install, key.model, env),
             )  # fmt: skip
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from .. import tracker
@@ -11,7 +9,8 @@ from ..config import Settings
 from ..drivers import KimiInstall, make_driver
 from ..drivers.base import LoginOptions
 from ..message import check_size, prepare
-from ..secrets import Redactor, configured_secrets
+from ..models import Usage
+from ..scope import Scope
 from ..session import ApprovalPolicy, KimiSession
 from ._pool import StandbyKey
 
@@ -44,10 +43,7 @@ def new_session(
     settings: Settings,
     env: dict[str, str],
     *,
-    deadline: float,
-    cancel: threading.Event,
-    on_progress: Callable[[str], None] | None = None,
-    redact: Redactor | None = None,
+    scope: Scope,
     resume: str | None = None,
     model: str | None = None,
     login_model: str | None = None,
@@ -59,11 +55,8 @@ def new_session(
         workspace,
         env=env,
         policy=ApprovalPolicy(workspace, read_only, settings.allow_shell),
-        deadline=deadline,
+        scope=scope,
         startup_timeout=settings.startup_timeout,
-        cancel=cancel,
-        on_progress=on_progress,
-        redact=redact or Redactor(configured_secrets(env)),
         transcript_dir=settings.transcript_dir,
         login=login_options(settings, env, login_model),
         resume=resume,
@@ -116,3 +109,11 @@ def message(
     text = prepare(prompt, rules)
     check_size(text, rules)
     return text
+
+
+def cost(usage: Usage, model: str | None, settings: Settings) -> float | None:
+    """What ``usage`` cost at the model's price in ``KIMI_MCP_PRICES`` (None: no price for it)."""
+    price = settings.prices.get(model or "")
+    if price is None:
+        return None
+    return round((usage.input_tokens * price[0] + usage.output_tokens * price[1]) / 1_000_000, 6)

@@ -8,6 +8,7 @@ the background) or closed (anything else), and the slots released last.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -20,9 +21,10 @@ from .._logging import get_logger
 from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, check_node, find_binary, probe
 from ..errors import KimiMCPError, SessionError
-from ..models import ErrorInfo, TaskResult, Usage
-from ..secrets import Redactor, WorkspaceSecrets, configured_secrets
-from ..session import KimiSession, TurnTrace
+from ..models import ErrorInfo, MessageInfo, TaskResult, Usage
+from ..scope import Delivered, Message, Scope
+from ..secrets import WorkspaceSecrets, configured_secrets
+from ..session import KimiSession, TurnTrace, merged
 from ..task import RunWatch, TaskRequest
 from ..workspace import inside_prefixes
 from . import _factory
@@ -52,8 +54,7 @@ class TaskRun:
         request: TaskRequest,
         settings: Settings,
         *,
-        on_progress: Callable[[str], None] | None,
-        cancel: threading.Event | None,
+        scope: Scope,
         environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> None:
@@ -61,14 +62,14 @@ class TaskRun:
         self.watch = watch or RunWatch()
         self.watch.session_id = request.session_id
         self.watch.changed_so_far = self._changed_so_far
-        self._on_progress = on_progress or (lambda _m: None)
         self._diff_lock = threading.Lock()
-        self.cancel = cancel or threading.Event()
+        self.scope = scope
+        self.cancel = scope.cancel
         self.env = dict(environ)
         self.started = time.monotonic()
-        self.deadline = self.started + settings.timeout
+        scope.deadline = self.started + settings.timeout
         self.result = TaskResult(success=False, workspace=str(request.workspace))
-        self.redactor = request.redactor or Redactor()
+        self.redactor = scope.redactor
         self.redactor.add(configured_secrets(self.env))
         self.found = WorkspaceSecrets(self.redactor, request.workspace, settings.exclude_dirs)
         self.options = _factory.tracker_options(settings)
@@ -77,17 +78,19 @@ class TaskRun:
         self.key: StandbyKey | None = None
         self.session: KimiSession | None = None
         self.before: Future[tracker.Snapshot] | None = None
-        self.trace: TurnTrace | None = None
+        self.trace: TurnTrace | None = None  # every turn of the run as one (see ``session.merged``)
+        self.traces: list[TurnTrace] = []  # the run's finished turns
         self.error: KimiMCPError | None = None
         self.claim: Claim | None = None
         self.holds: list[Hold] = []  # released by the cleanup, or by the watchdog if the call is stuck
 
+    @property
+    def deadline(self) -> float:
+        return self.scope.deadline
+
     def run(self) -> TaskResult:
         with ExitStack() as stack:
-            watchdog = threading.Timer(self.deadline + DEADLINE_GRACE - time.monotonic(), self._abandon)
-            watchdog.daemon = True
-            watchdog.start()
-            stack.callback(watchdog.cancel)
+            self._watchdog(stack)
             try:
                 message = self._prepare()
                 self._acquire_slots(stack)
@@ -102,6 +105,20 @@ class TaskRun:
             self._collect_changes()  # while Kimi sits idle: its exit would compete for the CPU
             self.found.finish()  # before Kimi's transcript is saved and anything is returned
         return self._report()
+
+    def _watchdog(self, stack: ExitStack) -> None:
+        """Release a call stuck long after its deadline (see :meth:`_abandon`); a deadline moved on (time
+        spent waiting for an answer does not count) moves the watchdog with it."""
+        stop = threading.Event()
+        stack.callback(stop.set)
+
+        def watch() -> None:
+            while not stop.wait(max(0.5, self.deadline + DEADLINE_GRACE - time.monotonic())):
+                if not self.scope.paused and time.monotonic() >= self.deadline + DEADLINE_GRACE:
+                    self._abandon()
+                    return
+
+        threading.Thread(target=watch, name="kimi-watchdog", daemon=True).start()
 
     # -- phases, in order --------------------------------------------------------------------------------
     def _prepare(self) -> str:
@@ -145,14 +162,11 @@ class TaskRun:
             session = None
         self.result.warm_start = session is not None
         if session is not None:
-            session.rebind(
-                deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor
-            )
+            session.bind(self.scope)
         else:
             session = _factory.new_session(
                 self.install, request.workspace, request.read_only, self.settings, self.env,
-                deadline=self.deadline, cancel=self.cancel, on_progress=self.progress, redact=self.redactor,
-                resume=request.session_id, model=self.model_flag, login_model=request.model,
+                scope=self.scope, resume=request.session_id, model=self.model_flag, login_model=request.model,
             )  # fmt: skip
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too
@@ -169,24 +183,52 @@ class TaskRun:
             self.progress(f"using {what} ({self.install.dialect} {self.install.version})")
         else:
             self.session.start()
+        self.watch.session_id = self.session.session_id or self.watch.session_id
         self.result.timings["startup"] = round(time.monotonic() - self.started, 3)
         self._next_standby(turn_done=False)
 
     def _turn(self, message: str) -> None:
+        """The turn, then each message sent meanwhile as a next turn of the same conversation (``queue``,
+        ``interrupt``, and a ``steer`` that came too late for the running turn)."""
         assert self.session is not None and self.before is not None
         self.before.result()  # the snapshot must be complete before Kimi can touch anything
         self.found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
         self.watch.starting = False
-        self.trace = self.session.run_turn(message)
+        self.scope.prepare = self._prepared
+        traces = self.traces
+        traces.append(self.session.run_turn(message))
+        while traces[-1].error is None and (follow := self._next_message()) is not None:
+            if not self.session.ready_again(limit=5.0):
+                self.scope.note(f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}")
+                break
+            self.scope.delivered.append(Delivered(follow.text, follow.mode, "next_turn", time.time()))
+            self.progress(f"sending the {follow.mode} message as the next turn")
+            traces.append(self.session.run_turn(follow.text))
+        self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error
+
+    def _next_message(self) -> Message | None:
+        message = self.scope.inbox.next_message(("interrupt", "queue", "steer"))
+        if message is None:
+            return None
+        try:
+            return dataclasses.replace(message, text=self.scope.prepare(message.text))
+        except KimiMCPError as exc:
+            self.scope.note(f"a message was not sent: {exc.message}")
+            return self._next_message()
+
+    def _prepared(self, text: str) -> str:
+        """A message for this Kimi as one inert input (``BadInput`` if it cannot arrive whole)."""
+        assert self.install is not None
+        return _factory.message(text, self.request.workspace, self.install, self.env, self.settings)
 
     def progress(self, message: str) -> None:
         """Relay a progress message; the job also learns the session id as soon as Kimi has one."""
         if self.session is not None and self.session.session_id is not None:
             self.watch.session_id = self.session.session_id
-        self._on_progress(message)
+        self.scope.progress(message)
 
     def _changed_so_far(self) -> list[str]:
         """The files changed since the "before" snapshot, while the turn runs ([] before or after it)."""
@@ -232,6 +274,9 @@ class TaskRun:
             result.evidence = build_evidence(trace, driver, self.request.workspace, self.redactor)
             if trace.input_tokens or trace.output_tokens:
                 result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
+                result.usage.cost_usd = _factory.cost(result.usage, result.model, self.settings)
+        result.notes.extend(n for n in self.scope.notes if n not in result.notes)
+        result.messages = [MessageInfo(**m.to_dict()) for m in self.scope.delivered]
         result.duration_s = round(time.monotonic() - self.started, 3)
         result.success = self.error is None
         if self.error is not None:
@@ -265,11 +310,12 @@ class TaskRun:
             before.result().close()  # releases its inotify watches, whether or not the diff ran
 
     def _end_session(self, session: KimiSession) -> None:
-        if self.trace is None:
-            self.trace = session.trace
+        if self.trace is None:  # the run stopped in a turn: the finished ones and that one
+            current = [] if any(t is session.trace for t in self.traces) else [session.trace]
+            self.trace = merged([*self.traces, *current])
         self.result.session_id = session.session_id
         if self.error is None and self.trace.ended:  # a clean turn: kept for a follow-up, or exits
-            session.rebind(deadline=time.monotonic() + 60.0, cancel=threading.Event())
+            session.bind(Scope.detached())
             pool, settings = self.runner.pool, self.settings
             assert self.key is not None
             if not pool.keep(session, self.key, settings.session_idle, settings.max_live_sessions):

@@ -17,18 +17,18 @@ import enum
 import math
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from .._logging import CLIENT, get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
 from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
-from ..secrets import Redactor
+from ..scope import Scope
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
 from ._policy import ApprovalPolicy
+from ._questions import Questions
 from ._terminal import IDLE_SAMPLE, POLL, PROCESS_SAMPLE, Terminal
 from ._turn import INTERRUPT_WAIT, Turn
-from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail
+from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail, merged
 
 __all__ = [
     "PANEL_GRACE",
@@ -39,6 +39,7 @@ __all__ = [
     "State",
     "TurnTrace",
     "WireTail",
+    "merged",
 ]
 
 log = get_logger("session")
@@ -71,11 +72,8 @@ class KimiSession:
         *,
         env: dict[str, str],
         policy: ApprovalPolicy,
-        deadline: float,
+        scope: Scope,
         startup_timeout: float = 60.0,
-        cancel: threading.Event | None = None,
-        on_progress: Callable[[str], None] | None = None,
-        redact: Redactor | None = None,
         transcript_dir: str | None = None,
         login: LoginOptions | None = None,
         resume: str | None = None,
@@ -87,13 +85,11 @@ class KimiSession:
         self.workspace = workspace
         self.env = driver.environment(env)
         self.policy = policy
-        self.deadline = deadline
         self.startup_timeout = startup_timeout
-        self.cancel = cancel or threading.Event()
         self.state = State.NEW
-        self._on_progress = on_progress or (lambda _msg: None)
-        self._redactor = redact or Redactor()
         self._login = login
+        self.scope = scope
+        self.bind(scope)
         self._logged_in_here = False
         self._startup_limit = math.inf
         self.term = Terminal(
@@ -107,8 +103,16 @@ class KimiSession:
             driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress
         )
         self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress)
-        if login is not None:
-            self._redactor.add([login.api_key])
+        self.questions = Questions(driver, self.term, self.wire, lambda: self.scope)
+        self.turns = 0  # turns run in this session for its current scope
+
+    @property
+    def deadline(self) -> float:
+        return self.scope.deadline
+
+    @property
+    def cancel(self) -> threading.Event:
+        return self.scope.cancel
 
     @property
     def session_id(self) -> str | None:
@@ -239,25 +243,16 @@ class KimiSession:
         self.close()
 
     # -- standby (a ready session kept for a later call) ----------------------------------------------
-    def rebind(
-        self,
-        *,
-        deadline: float,
-        cancel: threading.Event,
-        on_progress: Callable[[str], None] | None = None,
-        redact: Redactor | None = None,
-    ) -> None:
-        """Hand the session to another caller: its deadline, cancellation, progress reporting and the
-        secrets it masks (when given).
-
-        Session logs that appeared while it waited (other calls' sessions) are not this session's.
-        """
-        self.deadline = deadline
-        self.cancel = cancel
-        self._on_progress = on_progress or (lambda _msg: None)
-        if redact is not None:
-            self._redactor = redact
-        if self.state is State.READY and not self.wire.found:
+    def bind(self, scope: Scope) -> None:
+        """Hand the session to a call: its :class:`~kimi_mcp.scope.Scope` (deadline, cancellation, progress,
+        the secrets to mask, limits, inbox). Session logs that appeared while a ready session waited (other
+        calls' sessions) are not this session's."""
+        self.scope = scope
+        self.turns = 0
+        scope.screen = self._screen_text
+        if self._login is not None:
+            scope.redactor.add([self._login.api_key])
+        if getattr(self, "state", None) is State.READY and not self.wire.found:
             self.wire.exclude_existing()
 
     def idle_until(self, stop: threading.Event) -> None:
@@ -300,11 +295,15 @@ class KimiSession:
         return turn.collect()
 
     def _turn(self, prompt: str) -> Turn:
+        self.turns += 1
         return Turn(
             prompt,
             term=self.term,
             wire=self.wire,
             approvals=self.approvals,
+            questions=self.questions,
+            scope=self.scope,
+            turn=self.turns - 1,
             progress=self._progress,
             redact=self._redact,
             checkpoint=self._check_abort,
@@ -317,6 +316,8 @@ class KimiSession:
         than the call's deadline), a turn has the call's deadline."""
         if self.state in (State.STARTING, State.SETUP):
             return self._startup_limit
+        if self.scope.paused:  # a question waits for its answer: that time is not the turn's
+            return math.inf
         return self.deadline if self.state is State.WAITING else math.inf
 
     def _check_abort(self) -> None:
@@ -370,7 +371,15 @@ class KimiSession:
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
-        self._on_progress(self._redactor(message))
+        self.scope.progress(message)
 
     def _redact(self, text: str) -> str:
-        return self._redactor(text)
+        return self.scope.redactor(text)
+
+    def _screen_text(self) -> str:
+        """Kimi's screen as it is now, secrets masked ("" before Kimi started)."""
+        term = getattr(self, "term", None)
+        try:
+            return self._redact(term.screen.text) if term is not None and term.started else ""
+        except Exception:  # read from another thread while the screen is drawn: try again next time
+            return ""

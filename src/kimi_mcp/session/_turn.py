@@ -8,15 +8,16 @@ from collections.abc import Callable
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
-from ..errors import ApiError, AuthError, SessionError
+from ..errors import ApiError, AuthError, KimiMCPError, SessionError
+from ..scope import Delivered, Scope
 from ._approvals import Answer, Approvals
+from ._questions import Questions
 from ._terminal import Terminal
 from ._wirelog import SessionLog, TurnTrace
 
 log = get_logger("session")
 
 INTERRUPT_WAIT = 2.0  # seconds Kimi has to log the end of an interrupted turn
-QUESTION_PAUSE = 0.5  # seconds after dismissing a question
 AUTH_ERROR_AFTER = 0.5  # a ready screen this long after the submit may show why the turn never began
 RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is submitted again
 NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
@@ -35,6 +36,9 @@ class Turn:
         term: Terminal,
         wire: SessionLog,
         approvals: Approvals,
+        questions: Questions,
+        scope: Scope,
+        turn: int,
         progress: Callable[[str], None],
         redact: Callable[[str], str],
         checkpoint: Callable[[], None],
@@ -45,6 +49,9 @@ class Turn:
         self.wire = wire
         self.driver: Driver = wire.driver
         self.approvals = approvals
+        self.questions = questions
+        self.scope = scope
+        self.number = turn  # the run's turns are numbered from 0 (its token meter counts each)
         self._progress = progress
         self._redact = redact
         self._checkpoint = checkpoint
@@ -54,6 +61,7 @@ class Turn:
         self.verified = self.resubmitted = self.busy_seen = False
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
         self.answered: dict[str, Answer] = {}
+        self.expected: list[str] = []  # messages typed into the running turn, as the log must show them
 
     @property
     def trace(self) -> TurnTrace:
@@ -98,6 +106,7 @@ class Turn:
         if trace.begun and not self.verified:
             self._verify_received()
             self.verified = True
+        self._count_tokens()
         if trace.ended:
             return True
         if self.term.eof:
@@ -115,12 +124,46 @@ class Turn:
             return trace.ended
         self.panel_seen = None
         if state is ScreenState.QUESTION:
-            self._progress("Kimi asked a question; dismissing it (no human in the loop)")
-            self.term.write(self.driver.dismiss_question_key)
-            self.term.sleep(QUESTION_PAUSE)
+            self.questions.on_panel()
             return trace.ended
+        self.questions.off_panel()
+        if trace.begun and state in (ScreenState.BUSY, ScreenState.READY):
+            self._messages()
         self._unstick(state, now)
         return trace.ended
+
+    def _count_tokens(self) -> None:
+        """The turn's tokens into the run's meter; past a limit, Kimi is stopped at once."""
+        trace = self.trace
+        meter = self.scope.tokens
+        meter.record(self.scope, self.number, trace.input_tokens + trace.output_tokens)
+        if trace.ended or (over := meter.over()) is None:
+            return
+        self._progress("token limit reached; interrupting Kimi")
+        self._interrupt(INTERRUPT_WAIT)
+        raise over
+
+    def _messages(self) -> None:
+        """Messages sent to the running turn: ``steer`` is typed into it; ``interrupt`` stops it (the
+        run sends the message as its next turn)."""
+        inbox = self.scope.inbox
+        if inbox.has("interrupt"):
+            self._progress("interrupting Kimi for a new message")
+            self._interrupt(INTERRUPT_WAIT)
+            return
+        message = inbox.next_message(("steer",))
+        if message is None:
+            return
+        try:
+            text = self.scope.prepare(message.text)
+        except KimiMCPError as exc:
+            self.scope.note(f"a message was not sent: {exc.message}")
+            return
+        self.term.play(self.driver.steer_sequence(text))
+        delivery = self.driver.steer_delivery
+        self.scope.delivered.append(Delivered(text, "steer", delivery, time.time()))
+        self.expected.append(text)
+        self._progress(f"message typed into the running turn ({delivery.replace('_', ' ')})")
 
     def _unstick(self, state: ScreenState, now: float) -> None:
         """A turn that does not begin, or has no log: an auth error on screen ends it, a message that

@@ -77,6 +77,25 @@ class TurnTrace:
         return ""
 
 
+def merged(traces: list[TurnTrace]) -> TurnTrace:
+    """Several turns of one run (messages sent as next turns) as one: every step and call, the tokens
+    summed, the last turn's end and error."""
+    if len(traces) == 1:
+        return traces[0]
+    last = traces[-1]
+    whole = TurnTrace(
+        begun=traces[0].begun, ended=last.ended, error=last.error, ended_at=last.ended_at,
+        received=traces[0].received, retrying=last.retrying,
+    )  # fmt: skip
+    for trace in traces:
+        whole.steps += trace.steps
+        whole.calls.update(trace.calls)
+        whole.input_tokens += trace.input_tokens
+        whole.output_tokens += trace.output_tokens
+        whole.unmatched += trace.unmatched
+    return whole
+
+
 def fold(trace: TurnTrace, event: WireEvent) -> str | None:
     """Apply one event to ``trace``; returns what to tell the caller about it (a new tool call), if
     anything. Every kind of event is handled: a new one fails type checking until it is."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Protocol
 
 import anyio
@@ -21,6 +21,7 @@ from ..config import Settings
 from ..errors import BadInput, KimiMCPError
 from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
+from ..scope import Scope
 from ..secrets import Redactor
 from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
@@ -41,8 +42,7 @@ class RunTask(Protocol):
         request: TaskRequest,
         settings: Settings,
         *,
-        on_progress: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
+        scope: Scope,
         environ: Mapping[str, str],
         watch: RunWatch | None = None,
     ) -> TaskResult: ...

@@ -5,11 +5,13 @@ step as a *job* (see ``jobs``) and wait for it (``wait_s``): the finished result
 from __future__ import annotations
 
 import functools
+import math
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import mcp_types
@@ -21,10 +23,11 @@ from pydantic import BaseModel
 from .. import answers
 from .._logging import get_logger
 from ..config import Settings, state_dir
-from ..errors import BadInput, KimiMCPError
-from ..jobs import STORE_FILE, Job, JobManager
+from ..errors import BadInput, BudgetError, KimiMCPError
+from ..jobs import DAY_S, STORE_FILE, Job, JobManager
 from ..lazy_runner import LazyRunner
 from ..models import GOING, Evidence, StructuredResult, TaskResult
+from ..scope import Scope, TokenMeter
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
@@ -126,13 +129,20 @@ class Call:
         session_id: str | None = None,
         model: str | None = None,
         isolation: Isolation = NOT_ISOLATED,
+        tokens: TokenMeter | None = None,
+        approvals: Literal["policy", "ask"] | None = None,
     ) -> Job:
         """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation; ``model``: the
-        call's model; ``isolation``: on an isolated copy of the tree), then ``finish``."""
+        call's model; ``isolation``: on an isolated copy of the tree; ``tokens``: the meter its attempts
+        share), then ``finish``."""
         assert self.workspace is not None
         request = TaskRequest(
-            prompt=prompt, workspace=self.workspace, read_only=read_only, redactor=self.redactor,
-            session_id=session_id, model=model,
+            prompt=prompt, workspace=self.workspace, read_only=read_only, session_id=session_id, model=model,
+        )  # fmt: skip
+        scope = Scope(
+            deadline=math.inf, redactor=self.redactor, tokens=tokens or self.meter(),
+            questions=self.settings.questions, question_timeout=self.settings.question_timeout,
+            approvals=approvals or self.settings.approvals,
         )  # fmt: skip
         arguments = {**arguments, "model": model} if model else arguments
         if isolation.isolated:
@@ -141,14 +151,7 @@ class Call:
 
         def work(job: Job) -> TaskResult:
             def turn(req: TaskRequest) -> TaskResult:
-                return run(
-                    req,
-                    settings,
-                    on_progress=job.on_progress,
-                    cancel=job.cancel,
-                    environ=env,
-                    watch=job.watch,
-                )
+                return run(req, settings, scope=job.scope, environ=env, watch=job.watch)
 
             if isolation.isolated:
                 base, where = run_isolated(request, isolation, job.job_id, settings, state, turn)
@@ -165,8 +168,27 @@ class Call:
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
             tool=tool, cls=self.cls, workspace=str(self.workspace), read_only=read_only, arguments=masked,
-            summary=summary, work=work, session_id=session_id,
+            summary=summary, work=work, scope=scope, session_id=session_id,
         )  # fmt: skip
+
+    def meter(self, max_tokens: int | None = None) -> TokenMeter:
+        """The token meter of this call's jobs (``max_tokens``: the call's limit, else the setting), with
+        the daily budget's use so far; a call past the daily budget is refused before Kimi starts."""
+        settings = self.settings
+        limit = max_tokens if max_tokens is not None else settings.max_tokens
+        used = 0
+        if settings.daily_tokens is not None:
+            used = self.backend.jobs.store.tokens_since(time.time() - DAY_S)
+            if used >= settings.daily_tokens:
+                raise BudgetError(
+                    f"the daily token budget is used up: {used} tokens in the last 24 hours, "
+                    f"KIMI_MCP_DAILY_TOKENS={settings.daily_tokens}",
+                    details={"daily_used": used, "daily": settings.daily_tokens},
+                    suggestion="Wait until older jobs leave the 24-hour window (kimi_jobs lists them), or raise "
+                    "KIMI_MCP_DAILY_TOKENS.",
+                    retryable=True,
+                )
+        return TokenMeter(limit, settings.daily_tokens, used)
 
     async def wait(self, job: Job, wait_s: float | None) -> ToolResult:
         """Wait for the job (``wait_s`` seconds, ``None``: the setting, unset: until it is done) and reply
@@ -239,13 +261,16 @@ async def run_tool(
     check: Callable[[], None] | None = None,
     finish: Finish | None = None,
     isolation: Callable[[], Isolation] | None = None,
+    max_tokens: int | None = None,
+    approvals: Literal["policy", "ask"] | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
     reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error);
     ``finish(call, base)`` turns the run's TaskResult into the tool's own result (in the job's thread);
     ``tool`` and ``arguments`` are what the job store records; ``model``: the call's model (None: the
     default); ``isolation()``: how a write call runs (checked with the arguments), ``attempts`` > 1 runs
-    that many jobs at once, each on its own copy."""
+    that many jobs at once, each on its own copy; ``max_tokens``: the call's token limit (all its attempts
+    together; None: the setting); ``approvals``: "ask" forwards Kimi's approvals to the caller."""
     call = Call(ctx, backend, cls)
     try:
         backend.check()
@@ -257,8 +282,12 @@ async def run_tool(
         if how.isolated:
             await anyio.to_thread.run_sync(check_repository, ws, backend.state_dir)
         text = prompt(call, ws)
+        meter = call.meter(max_tokens)  # one for every attempt
         jobs = [
-            call.submit(tool, arguments, text, read_only=read_only, finish=finish, model=model, isolation=how)
+            call.submit(
+                tool, arguments, text, read_only=read_only, finish=finish, model=model, isolation=how,
+                tokens=meter, approvals=approvals,
+            )  # fmt: skip
             for _ in range(how.attempts)
         ]
     except KimiMCPError as exc:

@@ -3,6 +3,7 @@ cancellation through the store, shutdown, and one turn per conversation."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from kimi_mcp.errors import BadInput
 from kimi_mcp.jobs import JobManager, JobStore
 from kimi_mcp.jobs import _manager as manager_module
 from kimi_mcp.models import ErrorInfo, TaskResult
+from kimi_mcp.scope import Scope
 
 
 @pytest.fixture
@@ -26,7 +28,7 @@ def manager(tmp_path: Path):
 def submit(jobs: JobManager, work, session_id: str | None = None):
     return jobs.submit(
         tool="kimi_code_task", cls=TaskResult, workspace="/w", read_only=False, arguments={"task": "t"},
-        summary="do the thing\nsecond line", work=work, session_id=session_id,
+        summary="do the thing\nsecond line", work=work, scope=Scope(deadline=math.inf), session_id=session_id,
     )  # fmt: skip
 
 

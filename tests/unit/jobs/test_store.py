@@ -4,6 +4,7 @@ servers (two store objects, or two processes) share one file."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
@@ -20,6 +21,7 @@ import pytest
 from kimi_mcp.jobs._store import (
     FINISHED,
     INTERRUPTED_MESSAGE,
+    SCHEMA_VERSION,
     JobRecord,
     JobStore,
     owner_alive,
@@ -509,10 +511,77 @@ def test_reopening_keeps_the_jobs_and_the_schema_version(db: Path) -> None:
     again = JobStore(db)
     try:
         assert again.get(job.job_id) == job
-        assert again._query("PRAGMA user_version") == [(1,)]
+        assert again._query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
         assert again._query("PRAGMA journal_mode") == [("wal",)]
     finally:
         again.close()
+
+
+V1_SCHEMA = """
+CREATE TABLE jobs (job_id TEXT PRIMARY KEY, tool TEXT NOT NULL, workspace TEXT NOT NULL,
+    read_only INTEGER NOT NULL, status TEXT NOT NULL, session_id TEXT, owner TEXT NOT NULL,
+    started_at REAL NOT NULL, finished_at REAL, summary TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0, progress TEXT, arguments TEXT NOT NULL, result TEXT);
+CREATE INDEX jobs_started ON jobs (started_at);
+CREATE INDEX jobs_session ON jobs (session_id, started_at);
+PRAGMA user_version = 1;
+"""
+
+
+def test_a_version_1_store_is_migrated_with_its_jobs_and_their_columns(db: Path) -> None:
+    """A store written by the previous kimi-mcp: its jobs survive, the new columns (tokens, model, copy)
+    come from their results, the indexes exist on the new table, and new jobs can be added."""
+    result = {"usage": {"input_tokens": 120, "output_tokens": 30}, "model": "kimi-k2", "worktree": {"id": "job_a"}}
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.executescript(V1_SCHEMA)
+        conn.execute(
+            "INSERT INTO jobs VALUES ('job_a', 'kimi_prompt', '/w', 0, 'done', 'sid', '1:2', 10.0, 11.0, 's', 0, "
+            "NULL, '{}', ?)",
+            (json.dumps(result),),
+        )
+    conn.close()
+    store = JobStore(db)
+    try:
+        old = store.get("job_a")
+        assert old is not None and old.result == result and old.session_id == "sid"
+        assert (old.tokens, old.model, old.copy) == (150, "kimi-k2", "job_a")
+        assert store._query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        indexes = {row[0] for row in store._query("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"jobs_started", "jobs_session", "jobs_finished", "control_job"} <= indexes
+        new_job(store)
+        assert len(store.list()) == 2
+    finally:
+        store.close()
+
+
+def test_sent_answers_and_messages_are_taken_once_and_only_for_unfinished_jobs(db: Path) -> None:
+    store = JobStore(db)
+    try:
+        running, done = new_job(store), new_job(store)
+        store.finish(done.job_id, status="done", result={}, summary="")
+        store.send(running.job_id, "message", {"text": "a"})
+        store.send(running.job_id, "answer", {"answer": "Blue"})
+        store.send(done.job_id, "message", {"text": "late"})
+        assert store.take_sent(running.job_id) == [("message", {"text": "a"}), ("answer", {"answer": "Blue"})]
+        assert store.take_sent(running.job_id) == []
+        assert store.take_sent(done.job_id) == []
+    finally:
+        store.close()
+
+
+def test_tokens_of_the_last_day_count_running_and_recently_finished_jobs(db: Path) -> None:
+    store = JobStore(db)
+    try:
+        old, recent, running = new_job(store), new_job(store), new_job(store)
+        usage = {"usage": {"input_tokens": 70, "output_tokens": 30}}
+        store.finish(old.job_id, status="done", result=usage, summary="")
+        store._execute("UPDATE jobs SET finished_at = ? WHERE job_id = ?", (time.time() - 90_000, old.job_id))
+        store.finish(recent.job_id, status="done", result=usage, summary="")
+        store.update(running.job_id, tokens=40)
+        assert store.tokens_since(time.time() - 86_400) == 140
+    finally:
+        store.close()
 
 
 def test_a_newer_schema_is_refused(db: Path) -> None:

@@ -26,6 +26,7 @@ def test_a_standby_that_cannot_start_never_fails_the_call(tmp_path, caplog) -> N
     from kimi_mcp.config import Settings
     from kimi_mcp.runner import Runner, TaskRequest
     from kimi_mcp.runner._run import TaskRun
+    from kimi_mcp.scope import Scope
 
     class Broken(Runner):
         def prewarm(self, *args, **kwargs) -> None:
@@ -33,7 +34,7 @@ def test_a_standby_that_cannot_start_never_fails_the_call(tmp_path, caplog) -> N
 
     call = TaskRun(
         Broken(), TaskRequest("x", tmp_path), Settings(standby="after-call"),
-        on_progress=None, cancel=None, environ={"HOME": str(tmp_path)},
+        scope=Scope.detached(), environ={"HOME": str(tmp_path)},
     )  # fmt: skip
     call.key = types.SimpleNamespace(lists_workspace=True)  # type: ignore[assignment]
     call.install = types.SimpleNamespace()  # type: ignore[assignment]

@@ -96,14 +96,14 @@ def test_a_stuck_call_past_its_deadline_releases_its_slots_and_ends_its_kimi(tmp
     from kimi_mcp.config import Settings
     from kimi_mcp.runner import Runner, TaskRequest
     from kimi_mcp.runner._run import TaskRun
+    from kimi_mcp.scope import Scope
 
     runner = Runner()
     call = TaskRun(
         runner,
         TaskRequest("x", tmp_path),
         Settings(),
-        on_progress=None,
-        cancel=None,
+        scope=Scope.detached(),
         environ={"HOME": str(tmp_path)},
     )
     semaphore = runner.slots.semaphore(1)

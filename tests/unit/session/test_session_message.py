@@ -10,6 +10,7 @@ import pytest
 from kimi_mcp.drivers.base import KimiInstall, ToolCall, ToolResult, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
+from kimi_mcp.scope import Scope
 from kimi_mcp.secrets import Redactor
 from kimi_mcp.session import ApprovalPolicy, KimiSession
 
@@ -21,8 +22,7 @@ def session(tmp_path: Path) -> KimiSession:
         tmp_path,
         env={"HOME": str(tmp_path)},
         policy=ApprovalPolicy(tmp_path, read_only=False),
-        deadline=time.monotonic() + 60,
-        redact=Redactor(["secret-in-text"]),
+        scope=Scope(deadline=time.monotonic() + 60, redactor=Redactor(["secret-in-text"])),
     )
 
 

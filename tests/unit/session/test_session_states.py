@@ -14,6 +14,7 @@ import pytest
 from kimi_mcp.drivers.base import KimiInstall, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
+from kimi_mcp.scope import Scope
 from kimi_mcp.session import ApprovalPolicy, KimiSession, State
 from kimi_mcp.session._terminal import Terminal
 
@@ -28,7 +29,7 @@ def session(tmp_path: Path, deadline: float = 60.0) -> KimiSession:
         tmp_path,
         env={"HOME": str(tmp_path)},
         policy=ApprovalPolicy(tmp_path, read_only=False),
-        deadline=time.monotonic() + deadline,
+        scope=Scope(deadline=time.monotonic() + deadline),
     )
 
 
@@ -121,11 +122,13 @@ def test_a_standby_taken_later_ignores_logs_that_appeared_meanwhile(tmp_path: Pa
     kimi = session(tmp_path)
     calls: list[str] = []
     kimi.wire.exclude_existing = lambda: calls.append("listed")  # type: ignore[method-assign]
-    kimi.rebind(deadline=time.monotonic() + 5, cancel=threading.Event())
+    kimi.bind(Scope(deadline=time.monotonic() + 5))
     assert calls == []  # not ready: nothing to hand over
     kimi.state = State.READY
-    kimi.rebind(deadline=time.monotonic() + 5, cancel=threading.Event())
+    scope = Scope(deadline=time.monotonic() + 5)
+    kimi.bind(scope)
     assert calls == ["listed"]
+    assert kimi.scope is scope and kimi.cancel is scope.cancel and kimi.deadline == scope.deadline
 
 
 # ----------------------------------------------------------------------------------- the wait primitive
@@ -220,7 +223,7 @@ def test_a_login_wait_ends_at_the_start_up_limit_as_a_timeout(tmp_path: Path) ->
         tmp_path,
         env={"HOME": str(tmp_path)},
         policy=ApprovalPolicy(tmp_path, read_only=False),
-        deadline=time.monotonic() + 600,  # the call has all the time in the world
+        scope=Scope(deadline=time.monotonic() + 600),  # the call has all the time in the world
         startup_timeout=0.5,
     )
     kimi.term._child = Child("Select a platform")  # type: ignore[assignment]  # then nothing more

@@ -28,18 +28,17 @@ class GatedRunner:
         self.started = threading.Event()
         self.requests: list[Any] = []
 
-    def __call__(self, request, settings, *, on_progress=None, cancel=None, watch=None, **_kw) -> TaskResult:
+    def __call__(self, request, settings, *, scope, watch=None, **_kw) -> TaskResult:
         self.requests.append(request)
         if watch is not None:
             watch.queued = False
             watch.session_id = request.session_id or self.session_id
             watch.changed_so_far = lambda: ["made.txt"]
         (self.workspace / "made.txt").write_text(f"turn {len(self.requests)}\n")
-        if on_progress is not None:
-            on_progress("Kimi runs WriteFile made.txt")
+        scope.progress("Kimi runs WriteFile made.txt")
         self.started.set()
         while not self.gate.wait(0.02):
-            if cancel is not None and cancel.is_set():
+            if scope.cancel.is_set():
                 error = ErrorInfo(type="cancelled", message="cancelled", suggestion="-", retryable=False)
                 return TaskResult(
                     success=False, workspace=str(request.workspace), files_created=["made.txt"], error=error,

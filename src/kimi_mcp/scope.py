@@ -1,0 +1,246 @@
+"""One run's scope: what controls a Kimi run from its job down to the keystrokes.
+
+A job makes one :class:`Scope` and hands it to the runner, which hands it to the session: its deadline
+(paused while a question waits for its answer), its cancellation, where progress goes, the secrets it
+masks, its token limits and its inbox (the answers and messages the caller sends while Kimi works). A
+standby or live session taken by a later call is given that call's scope (``KimiSession.bind``).
+
+Plain data and threading only: the tools and jobs make scopes without loading the runner.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from .errors import BudgetError
+from .question import Choice, Question
+from .secrets import Redactor
+
+SteerMode = Literal["steer", "interrupt", "queue"]
+Delivery = Literal["in_turn", "next_turn"]
+DECLINED = "declined"  # an answer that dismisses the question (the client declined the form)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message for a running job (``kimi_steer``), as the caller wrote it (the run prepares it for the
+    terminal: ``Scope.prepare``)."""
+
+    text: str
+    mode: SteerMode
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    """A message that reached Kimi: when, how, and whether in the running turn or as the next one."""
+
+    text: str
+    mode: SteerMode
+    delivered: Delivery
+    at: float
+
+    def to_dict(self) -> dict[str, str]:
+        at = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="seconds")
+        return {"at": at, "mode": self.mode, "delivered": self.delivered, "text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """The question a job waits on: which question, and since when (unix time)."""
+
+    question: Question
+    asked_at: float
+
+    def to_dict(self) -> dict[str, object]:
+        at = datetime.fromtimestamp(self.asked_at, UTC).isoformat(timespec="seconds")
+        return {**self.question.to_dict(), "asked_at": at}
+
+
+class Inbox:
+    """What the caller sends a running job: the answer to the question on screen and messages to type.
+    Filled by the tool layer (or the job ticker, for another server's sends), emptied by the session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._messages: deque[Message] = deque()
+        self._answer: Choice | list[Choice] | str | None = None
+        self.asked: Asked | None = None  # the question waiting for an answer
+        #: called when something arrives (the session wakes from its poll)
+        self.wake: Callable[[], None] = lambda: None
+        #: called when a question is asked or answered (the job tells its waiters)
+        self.on_change: Callable[[], None] = lambda: None
+
+    # -- questions -------------------------------------------------------------------------------------
+    def ask(self, question: Question) -> None:
+        with self._lock:
+            self.asked, self._answer = Asked(question, time.time()), None
+        self.on_change()
+
+    def answer(self, choice: Choice | str) -> None:
+        """The answer to the question asked (a :class:`Choice`, or :data:`DECLINED`)."""
+        with self._lock:
+            if self.asked is None:
+                return
+            self._answer = choice
+        self.wake()
+
+    def take_answer(self) -> Choice | str | None:
+        """The answer, once it came (the question is then no longer asked)."""
+        with self._lock:
+            answer, self._answer = self._answer, None
+            if answer is not None:
+                self.asked = None
+        if answer is not None:
+            self.on_change()
+        return answer  # type: ignore[return-value]
+
+    def withdraw(self) -> None:
+        """The question is gone (dismissed, timed out, the turn ended)."""
+        with self._lock:
+            self.asked, self._answer = None, None
+        self.on_change()
+
+    # -- messages --------------------------------------------------------------------------------------
+    def send(self, message: Message) -> None:
+        with self._lock:
+            self._messages.append(message)
+        self.wake()
+
+    def next_message(self, modes: tuple[SteerMode, ...]) -> Message | None:
+        """The oldest waiting message of one of ``modes``, taken out of the inbox."""
+        with self._lock:
+            for message in self._messages:
+                if message.mode in modes:
+                    self._messages.remove(message)
+                    return message
+        return None
+
+    def has(self, mode: SteerMode) -> bool:
+        with self._lock:
+            return any(message.mode == mode for message in self._messages)
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._messages)
+
+
+class TokenMeter:
+    """The tokens a job spent (input + output, summed over its steps, turns and attempts: attempts share
+    one meter) and the limits they are held to. ``daily_used`` is what every job in the store spent in the
+    last 24 hours when the job started (not counting this one)."""
+
+    def __init__(
+        self, max_tokens: int | None = None, daily: int | None = None, daily_used: int = 0
+    ) -> None:
+        self.max_tokens = max_tokens
+        self.daily = daily
+        self.daily_used = daily_used
+        self._lock = threading.Lock()
+        self._spent: dict[tuple[int, int], int] = {}  # per (scope, turn), kept when the turn ends
+
+    def record(self, owner: object, turn: int, tokens: int) -> None:
+        """The tokens turn ``turn`` of ``owner`` (a scope) has spent so far (its total, not an increment)."""
+        with self._lock:
+            key = (id(owner), turn)
+            self._spent[key] = max(tokens, self._spent.get(key, 0))
+
+    @property
+    def spent(self) -> int:
+        with self._lock:
+            return sum(self._spent.values())
+
+    def spent_by(self, owner: object) -> int:
+        with self._lock:
+            return sum(n for (who, _turn), n in self._spent.items() if who == id(owner))
+
+    def over(self) -> BudgetError | None:
+        """The limit crossed, if any."""
+        spent = self.spent
+        if self.max_tokens is not None and spent > self.max_tokens:
+            return BudgetError(
+                f"the job used {spent} tokens, over its max_tokens of {self.max_tokens}; Kimi was stopped",
+                details={"tokens": spent, "max_tokens": self.max_tokens},
+                suggestion="Review what it did so far; continue with kimi_continue(session_id, ..., "
+                "max_tokens=<a larger limit>) if more is worth it.",
+            )
+        if self.daily is not None and self.daily_used + spent > self.daily:
+            return BudgetError(
+                f"the daily token budget (KIMI_MCP_DAILY_TOKENS={self.daily}) is used up "
+                f"({self.daily_used + spent} tokens in the last 24 hours); Kimi was stopped",
+                details={"tokens": spent, "daily_used": self.daily_used + spent, "daily": self.daily},
+                suggestion="Wait until older jobs leave the 24-hour window, or raise KIMI_MCP_DAILY_TOKENS.",
+            )
+        return None
+
+
+class Scope:
+    """One run's controls (see the module's notes). Shared by the job's thread and the tool layer."""
+
+    def __init__(
+        self,
+        *,
+        deadline: float,
+        cancel: threading.Event | None = None,
+        progress: Callable[[str], None] | None = None,
+        redactor: Redactor | None = None,
+        tokens: TokenMeter | None = None,
+        inbox: Inbox | None = None,
+        questions: Literal["ask", "dismiss"] = "dismiss",
+        question_timeout: float = 600.0,
+        approvals: Literal["policy", "ask"] = "policy",
+    ) -> None:
+        self.deadline = deadline
+        self.cancel = cancel or threading.Event()
+        #: where progress messages go (masked): the job's activity
+        self.sink: Callable[[str], None] = progress or (lambda _msg: None)
+        #: a message as the one inert input typed into this Kimi (the runner sets it; BadInput if it cannot be)
+        self.prepare: Callable[[str], str] = lambda text: text
+        #: Kimi's screen as text, masked (the session sets it when it is bound): ``kimi-mcp watch`` shows it
+        self.screen: Callable[[], str] = lambda: ""
+        self.redactor = redactor or Redactor()
+        self.tokens = tokens or TokenMeter()
+        self.inbox = inbox or Inbox()
+        self.questions = questions
+        self.question_timeout = question_timeout
+        self.approvals = approvals
+        self.notes: list[str] = []  # said in the result's notes (masked there)
+        self.delivered: list[Delivered] = []  # the messages that reached Kimi
+        self._paused_at: float | None = None
+
+    @classmethod
+    def detached(cls, seconds: float = 60.0) -> Scope:
+        """A scope nobody controls (a standby's startup, a session kept after its turn)."""
+        return cls(deadline=time.monotonic() + seconds)
+
+    def progress(self, message: str) -> None:
+        self.sink(self.redactor(message))
+
+    @property
+    def tokens_spent(self) -> int:
+        """The tokens this run spent (its own turns; the meter may be shared by attempts)."""
+        return self.tokens.spent_by(self)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    # -- the deadline stops while a question waits ---------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        return self._paused_at is not None
+
+    def pause(self) -> None:
+        if self._paused_at is None:
+            self._paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        if self._paused_at is not None:
+            self.deadline += time.monotonic() - self._paused_at
+            self._paused_at = None
