@@ -36,7 +36,7 @@ from fastmcp.client.transports import StdioTransport  # noqa: E402
 
 from kimi_mcp.drivers import make_driver, probe  # noqa: E402
 from kimi_mcp.drivers.base import ScreenState  # noqa: E402
-from kimi_mcp.scope import Scope
+from kimi_mcp.scope import Scope  # noqa: E402
 from kimi_mcp.session import ApprovalPolicy, KimiSession  # noqa: E402
 
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")
