@@ -180,7 +180,9 @@ class Settings(BaseModel):
         "ask (every such approval is asked of the caller like a question)",
     )
     max_tokens: int | None = Field(
-        default=None, ge=1, description="Default token limit of a job (input + output, all its steps); unset: none"
+        default=None,
+        ge=1,
+        description="Default token limit of a job (input + output, all its steps); unset: none",
     )
     daily_tokens: int | None = Field(
         default=None,

@@ -95,9 +95,7 @@ class Evidence(BaseModel):
     cited: list[str] = Field(default_factory=list, description="Evidence Kimi cited in its structured answer")
 
 
-JobStatus = Literal[
-    "done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"
-]
+JobStatus = Literal["done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"]
 GOING: tuple[str, ...] = ("running", "starting", "queued", "waiting")
 """The statuses of a job that is not finished: queued (waiting for a slot), starting (Kimi starts, or the ready
 Kimi finishes starting), running (Kimi's turn), waiting (Kimi asked a question: ``question`` says what)."""

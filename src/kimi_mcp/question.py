@@ -54,8 +54,11 @@ def questions_of(arguments: str | dict) -> list[Question]:
             for o in q.get("options") or []
             if isinstance(o, dict)
         )
-        out.append(Question(str(q.get("question", "")), str(q.get("header") or ""), options,
-                            bool(q.get("multi_select"))))
+        out.append(
+            Question(
+                str(q.get("question", "")), str(q.get("header") or ""), options, bool(q.get("multi_select"))
+            )
+        )
     return out
 
 

@@ -70,7 +70,7 @@ class Inbox:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._messages: deque[Message] = deque()
-        self._answer: Choice | list[Choice] | str | None = None
+        self._answer: Choice | str | None = None
         self.asked: Asked | None = None  # the question waiting for an answer
         #: called when something arrives (the session wakes from its poll)
         self.wake: Callable[[], None] = lambda: None
@@ -84,22 +84,20 @@ class Inbox:
         self.on_change()
 
     def answer(self, choice: Choice | str) -> None:
-        """The answer to the question asked (a :class:`Choice`, or :data:`DECLINED`)."""
+        """The answer to the question asked (a :class:`Choice`, or :data:`DECLINED`): from now on the
+        question is no longer asked; the session takes the answer at its next look."""
         with self._lock:
             if self.asked is None:
                 return
-            self._answer = choice
+            self.asked, self._answer = None, choice
+        self.on_change()
         self.wake()
 
     def take_answer(self) -> Choice | str | None:
-        """The answer, once it came (the question is then no longer asked)."""
+        """The answer, once it came."""
         with self._lock:
             answer, self._answer = self._answer, None
-            if answer is not None:
-                self.asked = None
-        if answer is not None:
-            self.on_change()
-        return answer  # type: ignore[return-value]
+        return answer
 
     def withdraw(self) -> None:
         """The question is gone (dismissed, timed out, the turn ended)."""
@@ -136,9 +134,7 @@ class TokenMeter:
     one meter) and the limits they are held to. ``daily_used`` is what every job in the store spent in the
     last 24 hours when the job started (not counting this one)."""
 
-    def __init__(
-        self, max_tokens: int | None = None, daily: int | None = None, daily_used: int = 0
-    ) -> None:
+    def __init__(self, max_tokens: int | None = None, daily: int | None = None, daily_used: int = 0) -> None:
         self.max_tokens = max_tokens
         self.daily = daily
         self.daily_used = daily_used

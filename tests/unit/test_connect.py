@@ -62,7 +62,7 @@ def test_the_second_start_answers_the_handshake_from_its_record_as_the_first_did
     [record] = records(env)
     second, out, stderr = session(env, tmp_path)
     assert second[1]["result"] == first[1]["result"] and second[2]["result"] == first[2]["result"]
-    assert len(second[2]["result"]["tools"]) == 13
+    assert len(second[2]["result"]["tools"]) == 14
     assert sorted(m["id"] for m in out if "id" in m) == [1, 2, 3]  # the server's own answers were dropped
     assert second[3]["result"]["structuredContent"]["success"] is True  # the server got everything
     assert records(env) == [record] and "Traceback" not in stderr
@@ -84,9 +84,9 @@ def test_a_changed_tool_setting_is_a_new_record_and_a_wrong_record_is_corrected(
     stale, _, _ = session(env, tmp_path)
     assert len(stale[2]["result"]["tools"]) == 1  # answered from the record ...
     fixed, _, _ = session(env, tmp_path)
-    assert len(fixed[2]["result"]["tools"]) == 13  # ... which the server's own answer corrected
+    assert len(fixed[2]["result"]["tools"]) == 14  # ... which the server's own answer corrected
 
 
 def test_turned_off_it_records_nothing(env: dict[str, str], tmp_path: Path) -> None:
     answers, _, _ = session({**env, "KIMI_MCP_FAST_CONNECT": "false"}, tmp_path)
-    assert len(answers[2]["result"]["tools"]) == 13 and records(env) == []
+    assert len(answers[2]["result"]["tools"]) == 14 and records(env) == []

@@ -363,7 +363,8 @@ class JobStore:
     def tokens_since(self, since: float) -> int:
         """The tokens every job spent that finished after ``since`` (unix time) or is still going."""
         rows = self._query(
-            "SELECT COALESCE(SUM(tokens), 0) FROM jobs WHERE finished_at IS NULL OR finished_at >= ?", (since,)
+            "SELECT COALESCE(SUM(tokens), 0) FROM jobs WHERE finished_at IS NULL OR finished_at >= ?",
+            (since,),
         )
         return int(rows[0][0])
 
@@ -395,7 +396,8 @@ class JobStore:
             if rows:
                 marks = ", ".join("?" * len(rows))
                 conn.execute(
-                    f"UPDATE control SET taken_at = ? WHERE id IN ({marks})", (time.time(), *(r[0] for r in rows))
+                    f"UPDATE control SET taken_at = ? WHERE id IN ({marks})",
+                    (time.time(), *(r[0] for r in rows)),
                 )
         return [(kind, json.loads(payload)) for _id, kind, payload in rows]
 

@@ -200,7 +200,9 @@ class TaskRun:
         traces.append(self.session.run_turn(message))
         while traces[-1].error is None and (follow := self._next_message()) is not None:
             if not self.session.ready_again(limit=5.0):
-                self.scope.note(f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}")
+                self.scope.note(
+                    f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}"
+                )
                 break
             self.scope.delivered.append(Delivered(follow.text, follow.mode, "next_turn", time.time()))
             self.progress(f"sending the {follow.mode} message as the next turn")

@@ -38,9 +38,7 @@ class _Pending:
 class Questions:
     """Answers the question panel on screen (see the module's notes)."""
 
-    def __init__(
-        self, driver: Driver, keys: Keys, wire: LogReader, scope: Callable[[], Scope]
-    ) -> None:
+    def __init__(self, driver: Driver, keys: Keys, wire: LogReader, scope: Callable[[], Scope]) -> None:
         self.driver, self.keys, self.wire = driver, keys, wire
         self._scope = scope  # the session's current scope (a session is bound to each call's)
         self.pending: _Pending | None = None
@@ -68,7 +66,9 @@ class Questions:
                 )
             return
         if answer == DECLINED:
-            self._dismiss(scope, f"Kimi asked {question.text!r}; the caller declined to answer, so it was dismissed")
+            self._dismiss(
+                scope, f"Kimi asked {question.text!r}; the caller declined to answer, so it was dismissed"
+            )
             return
         assert isinstance(answer, Choice)
         self._type(scope, pending, question, answer)
@@ -87,7 +87,11 @@ class Questions:
         call = self._call()
         questions = questions_of(call.arguments) if call is not None else []
         if scope.questions == "dismiss" or not questions:
-            why = "KIMI_MCP_QUESTIONS=dismiss" if scope.questions == "dismiss" else "its question was not logged"
+            why = (
+                "KIMI_MCP_QUESTIONS=dismiss"
+                if scope.questions == "dismiss"
+                else "its question was not logged"
+            )
             self.pending = _Pending(call.call_id if call else "?", questions)
             text = questions[0].text if questions else "a question"
             self._dismiss(scope, f"Kimi asked {text!r}; it was dismissed ({why})")
@@ -105,7 +109,11 @@ class Questions:
     def _type(self, scope: Scope, pending: _Pending, question: Question, choice: Choice) -> None:
         count = len(pending.questions)
         self.keys.play(self.driver.answer_question(question, choice, index=pending.index, count=count))
-        said = choice.text if choice.text is not None else ", ".join(question.options[i].label for i in choice.picks)
+        said = (
+            choice.text
+            if choice.text is not None
+            else ", ".join(question.options[i].label for i in choice.picks)
+        )
         scope.note(f"Kimi asked {question.text!r}; answered: {said}")
         scope.progress(f"answered Kimi's question: {said}")
         pending.index += 1
@@ -135,6 +143,8 @@ class Questions:
     def _call(self) -> CallRecord | None:
         """The newest question call of the turn that has no result yet."""
         asking = [
-            c for c in self.wire.trace.calls.values() if c.name == self.driver.question_tool and c.result is None
+            c
+            for c in self.wire.trace.calls.values()
+            if c.name == self.driver.question_tool and c.result is None
         ]
         return asking[-1] if asking else None

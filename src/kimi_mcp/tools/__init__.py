@@ -3,9 +3,10 @@ pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is
 → the module that defines it); ``register_tools`` adds the enabled ones to a server *at its first request
 after ``initialize``*, so a client's connect does not wait for the tool modules, their result models and
 schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject
-every write or command at the approval layer; the job tools (``jobs``) wait for, list and continue jobs;
-``worktrees`` applies or discards isolated jobs. The Kimi tools also run as MCP tasks (``_tasks``), for a
-client that asks for one."""
+every write or command at the approval layer; the job tools (``jobs``) wait for, answer, list and continue
+jobs; ``control`` steers a running job (``kimi_steer``); ``worktrees`` applies or discards isolated jobs.
+Kimi's questions are asked of the caller (``_questions``). The Kimi tools also run as MCP tasks
+(``_tasks``), for a client that asks for one."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ TOOLS: dict[str, str] = {
     "kimi_continue": "jobs",
     "kimi_job": "jobs",
     "kimi_jobs": "jobs",
+    "kimi_steer": "control",
     "kimi_apply": "worktrees",
     "kimi_discard": "worktrees",
     "kimi_status": "status",

@@ -184,17 +184,18 @@ def error_text(payload: dict) -> str:
 
 
 async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: Settings) -> bool:
-    """Wait until ``job`` is done or ``wait_s`` seconds passed (``None``: no limit), relaying its progress
-    to the client; ``True`` if it is done. Cancelling this wait leaves the job alone (the caller decides)."""
+    """Wait until ``job`` is done, asks a question, or ``wait_s`` seconds passed (``None``: no limit),
+    relaying its progress to the client; ``True`` if it is done. Cancelling this wait leaves the job alone
+    (the caller decides)."""
     stop = threading.Event()
     end = None if wait_s is None else time.monotonic() + wait_s
 
     def block() -> bool:  # in a worker thread; gives up when the wait is cancelled
-        while not stop.is_set():
+        while not stop.is_set() and not job.asking.is_set():
             step = WAIT_STEP if end is None else min(WAIT_STEP, end - time.monotonic())
             if step <= 0:
                 return job.done.is_set()
-            if job.done.wait(step):
+            if job.done.wait(min(step, 0.1)):
                 return True
         return job.done.is_set()
 

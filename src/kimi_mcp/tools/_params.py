@@ -60,6 +60,24 @@ VerifyCommand = Annotated[
         "its exit code and output tail rank the attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
     ),
 ]
+MaxTokens = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        description="Token limit of this job: Kimi's input + output tokens summed over its steps (and attempts); "
+        "past it Kimi is stopped and the result is error type 'budget' with the files changed so far. "
+        "Default: KIMI_MCP_MAX_TOKENS (unset: no limit)",
+    ),
+]
+ApprovalsArg = Annotated[
+    Literal["policy", "ask"] | None,
+    Field(
+        description="policy: kimi-mcp approves Kimi's commands and edits inside the workspace by its rules. ask: "
+        "each of those approvals is asked of you like a question (status 'waiting', question.kind 'approval'; "
+        "answer 'approve', 'reject', or feedback text). What the rules forbid is rejected either way. "
+        "Default: KIMI_MCP_APPROVALS (policy)",
+    ),
+]
 IN_ONE_MESSAGE = (
     " (no limit of its own: with the prompt it must fit one Kimi message, KIMI_MCP_MAX_MESSAGE_TOKENS = "
     "45,000 tokens, about 180,000 characters of code; larger is refused with bad_input)"

@@ -31,6 +31,7 @@ from ..scope import Scope, TokenMeter
 from ..secrets import Redactor, configured_secrets
 from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
+from . import _questions as questions
 from . import _tasks as tasks
 from ._isolation import Isolation, check_repository, ranked, run_isolated, summary
 from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
@@ -145,6 +146,7 @@ class Call:
             approvals=approvals or self.settings.approvals,
         )  # fmt: skip
         arguments = {**arguments, "model": model} if model else arguments
+        arguments = {**arguments, "approvals": approvals} if approvals else arguments
         if isolation.isolated:
             arguments = {**arguments, "isolation": "worktree", "verify_command": isolation.verify_command}
         settings, run, env, state = self.settings, self.backend.run, self.backend.env, self.backend.state_dir
@@ -190,14 +192,27 @@ class Call:
                 )
         return TokenMeter(limit, settings.daily_tokens, used)
 
-    async def wait(self, job: Job, wait_s: float | None) -> ToolResult:
+    async def wait(self, job: Job, wait_s: float | None, *, own: bool = True) -> Reply:
         """Wait for the job (``wait_s`` seconds, ``None``: the setting, unset: until it is done) and reply
-        with its result or status. A cancelled call cancels the job (its turn is interrupted)."""
+        with its result or status; a question Kimi asks meanwhile is asked of the client (``_questions``),
+        and when nobody can answer it the reply is the waiting job. A cancelled call cancels the job it
+        started (``own``; its turn is interrupted)."""
         limit = self.settings.wait_s if wait_s is None else wait_s
+        end = None if limit is None else time.monotonic() + limit
         try:
-            await wait_for_job(self.ctx, job, limit, self.settings)
+            while True:
+                left = None if end is None else max(0.0, end - time.monotonic())
+                await wait_for_job(self.ctx, job, left, self.settings)
+                if job.done.is_set() or not job.asking.is_set():
+                    break
+                outcome = await questions.ask_client(self.ctx, job)
+                if outcome != "answered":
+                    if isinstance(outcome, mcp_types.InputRequiredResult):
+                        return outcome
+                    break
         except BaseException:
-            await cancel_and_wait(job)
+            if own:
+                await cancel_and_wait(job)
             raise
         return self.done(await snapshot(job))
 
@@ -274,6 +289,9 @@ async def run_tool(
     call = Call(ctx, backend, cls)
     try:
         backend.check()
+        if (job := questions.resumed_job(ctx, backend.jobs)) is not None:  # the answer to a question it asked
+            call.workspace = Path(job.workspace)
+            return await call.wait(job, wait_s)
         if check is not None:
             check()
         how = isolation() if isolation is not None else NOT_ISOLATED
@@ -285,8 +303,15 @@ async def run_tool(
         meter = call.meter(max_tokens)  # one for every attempt
         jobs = [
             call.submit(
-                tool, arguments, text, read_only=read_only, finish=finish, model=model, isolation=how,
-                tokens=meter, approvals=approvals,
+                tool,
+                arguments,
+                text,
+                read_only=read_only,
+                finish=finish,
+                model=model,
+                isolation=how,
+                tokens=meter,
+                approvals=approvals,
             )  # fmt: skip
             for _ in range(how.attempts)
         ]

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from .. import prompts
 from ..errors import BadInput, KimiMCPError, SessionError
-from ..jobs import FINISHED, JobRecord, owner_alive, record_result
+from ..jobs import FINISHED, TICK, JobRecord, owner_alive, record_result
 from ..models import (
     AnalysisResult,
     ConsultResult,
@@ -34,9 +34,21 @@ from ..models import (
     VerifyResult,
 )
 from ..workspace import resolve_workspace
+from . import _questions
 from ._isolation import Isolation, copy_of
-from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
-from ._params import IN_ONE_MESSAGE, MODEL_PATTERN, TASK, Files, Reply, WaitS, reads, writes
+from ._mcp import client_roots, error_result, to_tool_result
+from ._params import (
+    IN_ONE_MESSAGE,
+    MODEL_PATTERN,
+    TASK,
+    ApprovalsArg,
+    Files,
+    MaxTokens,
+    Reply,
+    WaitS,
+    reads,
+    writes,
+)
 from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
 
 #: the result type of each tool's jobs (every other tool returns a plain TaskResult)
@@ -55,11 +67,13 @@ _UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
 
 @tool(
     description=(
-        "Wait for, read or cancel a Kimi job. Every kimi tool call is a job; a call that returned status "
-        "'running' (its wait_s ran out) goes on in the background. action='wait' (default) blocks up to "
+        "Wait for, read, answer or cancel a Kimi job. Every kimi tool call is a job; a call that returned "
+        "status 'running' (its wait_s ran out) goes on in the background. action='wait' (default) blocks up to "
         "wait_s seconds and returns the job's whole result once it is done (the same fields its tool "
-        "returns), else its progress; 'status' returns at once; 'cancel' interrupts Kimi and returns the "
-        "partial result (files already changed). Finished results survive a server restart."
+        "returns), else its progress; it returns at once with status 'waiting' and a question when Kimi asks "
+        "one: action='answer' with answer= (an option's label, a list of labels if multi_select, or your own "
+        "words) types it into Kimi, then waits like 'wait'; 'status' returns at once; 'cancel' interrupts Kimi "
+        "and returns the partial result (files already changed). Finished results survive a server restart."
     ),
     annotations=writes("Kimi: job"),
     output_schema=TaskResult.model_json_schema(),
@@ -67,30 +81,47 @@ _UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
 async def kimi_job(
     ctx: Context,
     job_id: Annotated[str, Field(description="The job_id a kimi tool returned", max_length=100)],
-    action: Annotated[Literal["wait", "status", "cancel"], Field(description="What to do")] = "wait",
-    wait_s: Annotated[float, Field(ge=0, le=3600, description="Seconds to wait (action 'wait')")] = 60.0,
+    action: Annotated[
+        Literal["wait", "status", "answer", "cancel"], Field(description="What to do")
+    ] = "wait",
+    wait_s: Annotated[
+        float, Field(ge=0, le=3600, description="Seconds to wait (actions 'wait', 'answer')")
+    ] = 60.0,
+    answer: Annotated[
+        str | list[str] | None,
+        Field(
+            description="action 'answer': the answer to the job's question: an option's label, a list of labels "
+            "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
+        ),
+    ] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     jobs = backend.jobs
     try:
         backend.check()
+        if (resumed := _questions.resumed_job(ctx, jobs)) is not None:  # a form's answer (2026-07-28)
+            return await Call(ctx, backend, resumed.cls).wait(resumed, wait_s, own=False)
         record = await job_record(backend, job_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
+        if action == "answer":
+            await anyio.to_thread.run_sync(_questions.answer, jobs, record, answer)
+        elif answer is not None:
+            raise BadInput(f"answer is only taken by action 'answer', not {action!r}")
     except KimiMCPError as exc:
         return _failure(backend, exc)
     job = jobs.local(job_id)
     if job is not None:  # running in this server
         if action == "cancel":
             await cancel_and_wait(job)
-        elif action == "wait":
-            await wait_for_job(ctx, job, wait_s, backend.settings)  # a cancelled wait leaves the job alone
+        elif action in ("wait", "answer"):  # a cancelled wait leaves the job alone
+            return await Call(ctx, backend, job.cls).wait(job, wait_s, own=False)
         return to_tool_result(await snapshot(job), backend.settings)
     if action == "cancel" and record.status not in FINISHED:
         await anyio.to_thread.run_sync(jobs.store.request_cancel, job_id)
         record = await _poll(ctx, backend, job_id, CANCEL_WAIT_S)
-    elif action == "wait" and record.status not in FINISHED:
-        record = await _poll(ctx, backend, job_id, wait_s)
+    elif action in ("wait", "answer") and record.status not in FINISHED:
+        record = await _poll(ctx, backend, job_id, wait_s, answered=action == "answer")
     return stored_reply(backend, record)
 
 
@@ -111,7 +142,8 @@ def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:
 async def kimi_jobs(
     limit: Annotated[int, Field(ge=1, le=500, description="How many jobs")] = 20,
     status: Annotated[
-        Literal["done", "running", "starting", "queued", "failed", "cancelled", "interrupted"] | None,
+        Literal["done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"]
+        | None,
         Field(description="Only jobs with this status"),
     ] = None,
     work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,
@@ -145,7 +177,9 @@ async def kimi_jobs(
         "Send a follow-up message to an earlier Kimi conversation (its session_id from a kimi tool's "
         "result or kimi_jobs): Kimi sees everything said and done before, in the same workspace and mode "
         "(a read-only session stays read-only). Returns Kimi's answer and the files this turn changed, "
-        "like kimi_code_task. Live conversations are answered at once; older ones are resumed."
+        "like kimi_code_task. Live conversations are answered at once; older ones are resumed. While the "
+        "conversation's job still runs, the message is queued as its next turn (kimi_steer mode 'queue') and "
+        "that job's result is returned."
     ),
     annotations=writes("Kimi: continue a conversation"),
     task=TASK,
@@ -165,26 +199,47 @@ async def kimi_continue(
             description="The model for this turn (default: the conversation's model so far)",
         ),
     ] = None,
+    max_tokens: MaxTokens = None,
+    approvals: ApprovalsArg = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
     try:
         backend.check()
+        if (resumed := _questions.resumed_job(ctx, backend.jobs)) is not None:  # a form's answer
+            return await call.wait(resumed, wait_s, own=False)
         not_blank(message=message)()
         record = await _session(backend, session_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
+        if record.status not in FINISHED:  # its turn still runs: this message is its next turn
+            return await _queue(call, record, text, wait_s)
         arguments = {"session_id": session_id, "message": message, "context_files": context_files}
-        model = model or (record.result or {}).get("model")  # the conversation keeps its model
+        arguments |= {"max_tokens": max_tokens} if max_tokens else {}
+        model = model or record.model  # the conversation keeps its model
+        approvals = approvals or record.arguments.get("approvals")  # and how its approvals are given
         job = call.submit(
             "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id,
-            model=model, isolation=_isolation_of(record),
+            model=model, isolation=_isolation_of(record), tokens=call.meter(max_tokens), approvals=approvals,
         )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.reply([job], wait_s)
+
+
+async def _queue(call: Call, record: JobRecord, text: str, wait_s: float | None) -> Reply:
+    """Queue ``text`` as the next turn of the conversation's running job, and wait for that job."""
+    backend = call.backend
+    sent = {"text": text, "mode": "queue", "at": time.time()}
+    await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", sent)
+    job = backend.jobs.local(record.job_id)
+    if job is not None:
+        return await call.wait(job, wait_s, own=False)
+    limit = backend.settings.wait_s if wait_s is None else wait_s
+    record = await _poll(call.ctx, backend, record.job_id, 3600.0 if limit is None else limit)
+    return stored_reply(backend, record)
 
 
 # -- lookups -------------------------------------------------------------------------------------------
@@ -202,13 +257,18 @@ async def job_record(backend: Backend, job_id: str) -> JobRecord:
     return record
 
 
-async def _poll(ctx: Context, backend: Backend, job_id: str, wait_s: float) -> JobRecord:
-    """Another server's job, re-read from the store until it is finished or ``wait_s`` passed; its
-    recorded progress is relayed to the client."""
+async def _poll(
+    ctx: Context, backend: Backend, job_id: str, wait_s: float, *, answered: bool = False
+) -> JobRecord:
+    """Another server's job, re-read from the store until it is finished, waits on a question, or
+    ``wait_s`` passed; its recorded progress is relayed to the client (``answered``: the question it
+    waits on now was just answered: it is waited out, up to a few ticks)."""
     end = time.monotonic() + wait_s
+    settle = time.monotonic() + 3 * TICK if answered else 0.0
     while True:
         record = await job_record(backend, job_id)
-        if record.status in FINISHED or time.monotonic() >= end:
+        waiting = record.status == "waiting" and time.monotonic() >= settle
+        if record.status in FINISHED or waiting or time.monotonic() >= end:
             return record
         elapsed = time.time() - record.started_at
         activity = (record.progress or {}).get("activity") or record.status
@@ -218,7 +278,8 @@ async def _poll(ctx: Context, backend: Backend, job_id: str, wait_s: float) -> J
 
 
 async def _session(backend: Backend, session_id: str) -> JobRecord:
-    """The newest job of the conversation ``session_id``, if a follow-up may be sent to it now."""
+    """The newest job of the conversation ``session_id``, if a follow-up may be sent to it now (or queued
+    on it: it still runs)."""
     session_id = session_id.strip()
     if not _SESSION_ID.fullmatch(session_id):
         raise BadInput(f"session_id {session_id!r} is not a Kimi session id", suggestion=_UNKNOWN_HINT)
@@ -230,12 +291,8 @@ async def _session(backend: Backend, session_id: str) -> JobRecord:
             suggestion=_UNKNOWN_HINT,
         )
     record = await job_record(backend, record.job_id)
-    if record.status not in FINISHED:
-        raise BadInput(
-            f"the conversation's last turn (job {record.job_id}) is still {record.status}",
-            suggestion=f"Wait for it with kimi_job(job_id={record.job_id!r}), then send the follow-up.",
-            retryable=True,
-        )
+    if record.status not in FINISHED:  # the follow-up is queued on it, also through the store
+        return record
     if record.owner != jobs.owner and owner_alive(record.owner):
         pid = record.owner.split(":")[0]
         raise BadInput(

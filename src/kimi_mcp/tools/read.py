@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from .. import answers, prompts
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
-from ._params import IN_ONE_MESSAGE, TASK, Files, Model, Reply, WaitS, WorkDir, reads
+from ._params import IN_ONE_MESSAGE, TASK, Files, MaxTokens, Model, Reply, WaitS, WorkDir, reads
 from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
@@ -50,6 +50,7 @@ async def kimi_analyze_code(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -67,7 +68,7 @@ async def kimi_analyze_code(
     arguments = {"file_paths": file_paths, "analysis_focus": analysis_focus, "role": role}
     return await run_tool(
         ctx, backend, AnalysisResult, work_dir, prompt, tool="kimi_analyze_code", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, finish=finish,
+        read_only=True, wait_s=wait_s, model=model, finish=finish, max_tokens=max_tokens,
     )  # fmt: skip
 
 
@@ -90,6 +91,7 @@ async def kimi_verify(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     items = [requirements] if isinstance(requirements, str) else list(requirements)
@@ -114,7 +116,7 @@ async def kimi_verify(
     arguments = {"requirements": items, "file_paths": file_paths, "prompt": prompt}
     return await run_tool(
         ctx, backend, VerifyResult, work_dir, text, tool="kimi_verify", arguments=arguments, read_only=True,
-        wait_s=wait_s, model=model, check=check, finish=finish,
+        wait_s=wait_s, model=model, check=check, finish=finish, max_tokens=max_tokens,
     )  # fmt: skip
 
 
@@ -152,6 +154,7 @@ async def kimi_consult(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     given = {
@@ -189,5 +192,5 @@ async def kimi_consult(
     arguments = {"role": role, "message": message, "file_paths": file_paths, **context}
     return await run_tool(
         ctx, backend, ConsultResult, work_dir, prompt, tool="kimi_consult", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, check=check, finish=finish,
+        read_only=True, wait_s=wait_s, model=model, check=check, finish=finish, max_tokens=max_tokens,
     )  # fmt: skip

@@ -19,9 +19,11 @@ from ._isolation import Isolation, isolation_for
 from ._params import (
     IN_ONE_MESSAGE,
     TASK,
+    ApprovalsArg,
     Attempts,
     Files,
     IsolationArg,
+    MaxTokens,
     Model,
     Reply,
     VerifyCommand,
@@ -53,6 +55,8 @@ async def kimi_code_task(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
+    approvals: ApprovalsArg = None,
     isolation: IsolationArg = None,
     attempts: Attempts = 1,
     verify_command: VerifyCommand = None,
@@ -71,7 +75,8 @@ async def kimi_code_task(
     return await run_tool(
         ctx, backend, TaskResult, work_dir, prompt, tool="kimi_code_task", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check,
-        isolation=isolated(backend, isolation, attempts, verify_command),
+        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
+        approvals=approvals,
     )  # fmt: skip
 
 
@@ -91,6 +96,8 @@ async def kimi_prompt(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
+    approvals: ApprovalsArg = None,
     isolation: IsolationArg = None,
     attempts: Attempts = 1,
     verify_command: VerifyCommand = None,
@@ -103,7 +110,8 @@ async def kimi_prompt(
     return await run_tool(
         ctx, backend, TaskResult, work_dir, text, tool="kimi_prompt", arguments=arguments, read_only=False,
         wait_s=wait_s, model=model, check=not_blank(prompt=prompt),
-        isolation=isolated(backend, isolation, attempts, verify_command),
+        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
+        approvals=approvals,
     )  # fmt: skip
 
 
@@ -125,6 +133,8 @@ async def kimi_refactor(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
+    approvals: ApprovalsArg = None,
     isolation: IsolationArg = None,
     attempts: Attempts = 1,
     verify_command: VerifyCommand = None,
@@ -161,7 +171,8 @@ async def kimi_refactor(
     return await run_tool(
         ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check, finish=refactored,
-        isolation=isolated(backend, isolation, attempts, verify_command),
+        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
+        approvals=approvals,
     )  # fmt: skip
 
 
@@ -182,6 +193,8 @@ async def kimi_debug(
     work_dir: WorkDir = None,
     wait_s: WaitS = None,
     model: Model = None,
+    max_tokens: MaxTokens = None,
+    approvals: ApprovalsArg = None,
     isolation: IsolationArg = None,
     attempts: Attempts = 1,
     verify_command: VerifyCommand = None,
@@ -221,7 +234,8 @@ async def kimi_debug(
     return await run_tool(
         ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
         read_only=False, wait_s=wait_s, model=model, check=check, finish=debugged,
-        isolation=isolated(backend, isolation, attempts, verify_command),
+        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
+        approvals=approvals,
     )  # fmt: skip
 
 

@@ -22,12 +22,13 @@ JOB_TOOLS = {
     "kimi_job",
     "kimi_jobs",
     "kimi_continue",
+    "kimi_steer",
     "kimi_status",
     "kimi_apply",
     "kimi_discard",
 }  # own results
-#: cancel interrupts a turn; a follow-up may write; apply writes your tree; discard removes a copy
-MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue", "kimi_apply", "kimi_discard"}
+#: cancel interrupts a turn; a follow-up or a steer may write; apply writes your tree; discard removes a copy
+MAY_CHANGE = WRITE_TOOLS | {"kimi_job", "kimi_continue", "kimi_steer", "kimi_apply", "kimi_discard"}
 
 
 class FakeRunner:
@@ -61,7 +62,7 @@ def listed(settings: Settings) -> list:
 
 
 def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
-    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 13
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 14
     tools = {tool.name: tool for tool in listed(Settings())}
     assert list(tools) == list(ALL_TOOLS)  # every name is its function's, registered in the list's order
     for name, tool in tools.items():
