@@ -68,6 +68,8 @@ def choice_for(question: Question, answer: str | list[str]) -> Choice:
         if not question.multi_select:
             raise BadInput("this question takes one answer, not a list")
         picks = []
+        if len(set(answer)) != len(answer) or not answer:
+            raise BadInput("each option once")
         for item in answer:
             if item.strip().lower() not in labels:
                 raise BadInput(f"{item!r} is not one of the options")

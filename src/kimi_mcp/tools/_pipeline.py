@@ -192,18 +192,18 @@ class Call:
                 )
         return TokenMeter(limit, settings.daily_tokens, used)
 
-    async def wait(self, job: Job, wait_s: float | None, *, own: bool = True) -> Reply:
+    async def wait(self, job: Job, wait_s: float | None, *, own: bool = True, ask: bool = True) -> Reply:
         """Wait for the job (``wait_s`` seconds, ``None``: the setting, unset: until it is done) and reply
         with its result or status; a question Kimi asks meanwhile is asked of the client (``_questions``),
-        and when nobody can answer it the reply is the waiting job. A cancelled call cancels the job it
-        started (``own``; its turn is interrupted)."""
+        and when nobody can answer it (or ``ask`` is false: the client just said so) the reply is the
+        waiting job. A cancelled call cancels the job it started (``own``; its turn is interrupted)."""
         limit = self.settings.wait_s if wait_s is None else wait_s
         end = None if limit is None else time.monotonic() + limit
         try:
             while True:
                 left = None if end is None else max(0.0, end - time.monotonic())
                 await wait_for_job(self.ctx, job, left, self.settings)
-                if job.done.is_set() or not job.asking.is_set():
+                if job.done.is_set() or not job.asking.is_set() or not ask:
                     break
                 outcome = await questions.ask_client(self.ctx, job)
                 if outcome != "answered":
@@ -289,9 +289,10 @@ async def run_tool(
     call = Call(ctx, backend, cls)
     try:
         backend.check()
-        if (job := questions.resumed_job(ctx, backend.jobs)) is not None:  # the answer to a question it asked
+        if (resumed := questions.resumed_job(ctx, backend.jobs)) is not None:  # a question's answer
+            job, answered = resumed
             call.workspace = Path(job.workspace)
-            return await call.wait(job, wait_s)
+            return await call.wait(job, wait_s, ask=answered)
         if check is not None:
             check()
         how = isolation() if isolation is not None else NOT_ISOLATED

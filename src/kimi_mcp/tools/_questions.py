@@ -123,9 +123,9 @@ def deliver_response(job: Job, info: QuestionInfo, action: str, content: dict[st
     return "answered"
 
 
-def resumed_job(ctx: Context, jobs: JobManager) -> Job | None:
-    """On a 2026-07-28 retry that answers a job's question (``request_state``): the job, the answer
-    delivered; None for any other call."""
+def resumed_job(ctx: Context, jobs: JobManager) -> tuple[Job, bool] | None:
+    """On a 2026-07-28 retry that answers a job's question (``request_state``): the job, and whether the
+    client answered (else nobody was there: the job waits for the agent); None for any other call."""
     state = getattr(ctx, "request_state", None)
     responses = getattr(ctx, "input_responses", None) or {}
     if not isinstance(state, str) or not state.startswith(STATE_PREFIX) or QUESTION_KEY not in responses:
@@ -144,9 +144,9 @@ def resumed_job(ctx: Context, jobs: JobManager) -> Job | None:
     content = getattr(response, "content", None)
     if content is None and isinstance(response, dict):
         content = response.get("content")
-    if info is not None:
-        deliver_response(job, info, str(action), content)
-    return job
+    if info is None:
+        return job, True  # answered meanwhile
+    return job, deliver_response(job, info, str(action), content) == "answered"
 
 
 # -- kimi_job(action="answer") ------------------------------------------------------------------------------

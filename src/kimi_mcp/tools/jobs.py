@@ -100,7 +100,8 @@ async def kimi_job(
     try:
         backend.check()
         if (resumed := _questions.resumed_job(ctx, jobs)) is not None:  # a form's answer (2026-07-28)
-            return await Call(ctx, backend, resumed.cls).wait(resumed, wait_s, own=False)
+            job, answered = resumed
+            return await Call(ctx, backend, job.cls).wait(job, wait_s, own=False, ask=answered)
         record = await job_record(backend, job_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
@@ -207,7 +208,8 @@ async def kimi_continue(
     try:
         backend.check()
         if (resumed := _questions.resumed_job(ctx, backend.jobs)) is not None:  # a form's answer
-            return await call.wait(resumed, wait_s, own=False)
+            job, answered = resumed
+            return await call.wait(job, wait_s, own=False, ask=answered)
         not_blank(message=message)()
         record = await _session(backend, session_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):

@@ -1,0 +1,206 @@
+"""The control loop at the tool layer (a fake runner stands in for Kimi and asks through the run's scope, as
+the session does): a question reaches the caller as an elicitation form (both protocol eras) or as a
+``waiting`` job that ``kimi_job(action="answer")`` answers; messages reach a running job (``kimi_steer``,
+``kimi_continue`` on a running conversation); token limits refuse a call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+
+from kimi_mcp.config import Settings
+from kimi_mcp.models import TaskResult
+from kimi_mcp.question import Choice, Option, Question
+from kimi_mcp.scope import DECLINED
+from kimi_mcp.server import create_server
+
+COLOUR = Question(
+    text="Which colour?", header="Colour", options=(Option("Red", "warm"), Option("Blue"), Option("Green"))
+)
+
+
+class AskingRunner:
+    """Asks ``question`` through the scope's inbox like Kimi's panel does, waits for the answer (or a
+    message, with ``steer``), and answers with what it got."""
+
+    def __init__(self, question: Question | None = COLOUR, steer: bool = False) -> None:
+        self.question, self.steer = question, steer
+        self.got: list[Any] = []
+
+    def __call__(self, request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        if watch is not None:
+            watch.queued = False
+        if self.question is not None:
+            scope.inbox.ask(self.question)
+            end = time.monotonic() + 10
+            while (answer := scope.inbox.take_answer()) is None and time.monotonic() < end:
+                time.sleep(0.01)
+            self.got.append(answer)
+        if self.steer:
+            end = time.monotonic() + 10
+            while (message := scope.inbox.next_message(("steer", "queue"))) is None and time.monotonic() < end:
+                time.sleep(0.01)
+            self.got.append(message)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), output=f"got {self.got!r}", session_id="s-1"
+        )
+
+
+def run(body) -> Any:
+    return asyncio.run(body())
+
+
+def task_args(workspace: Path, **extra: Any) -> dict[str, Any]:
+    return {"task_description": "pick a colour", "work_dir": str(workspace), **extra}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])  # elicitation/create (2025-11-25), input_required (2026-07-28)
+def test_a_client_that_answers_the_form_gets_its_choice_typed_into_the_same_job(
+    workspace: Path, mode: str
+) -> None:
+    runner = AskingRunner()
+    forms: list[tuple[str, dict]] = []
+
+    async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        forms.append((message, params.requested_schema))
+        return ElicitResult(action="accept", content={"answer": "Blue"})
+
+    async def body():
+        server = create_server(Settings(), run=runner)
+        async with Client(server, elicitation_handler=handler, mode=mode) as client:
+            result = await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)
+            jobs = await client.call_tool("kimi_jobs", {}, raise_on_error=False)
+            return result.structured_content, jobs.structured_content
+
+    result, jobs = run(body)
+    assert result["status"] == "done" and result["success"] is True
+    assert runner.got == [Choice(picks=(1,))]  # "Blue", typed as the second option
+    assert len(jobs["jobs"]) == 1  # the retry answered the same job: none was started for it
+    message, schema = forms[0]
+    assert message == "Kimi asks: Which colour?"
+    assert schema["properties"]["answer"]["enum"] == ["Red", "Blue", "Green"]
+    assert "Red: warm" in schema["properties"]["answer"]["description"]
+    assert "other" in schema["properties"]  # Kimi takes free text
+
+
+def test_free_text_in_the_form_is_the_answer_and_decline_dismisses(workspace: Path) -> None:
+    answers = iter([{"action": "accept", "content": {"answer": "Red", "other": "  teal  "}}, {"action": "decline"}])
+
+    async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        return ElicitResult(**next(answers))
+
+    runners = [AskingRunner(), AskingRunner()]
+
+    async def body(runner: AskingRunner):
+        async with Client(create_server(Settings(), run=runner), elicitation_handler=handler) as client:
+            return (await client.call_tool("kimi_code_task", task_args(workspace))).structured_content
+
+    for runner in runners:
+        assert run(lambda runner=runner: body(runner))["success"] is True
+    assert runners[0].got == [Choice(text="teal")]
+    assert runners[1].got == [DECLINED]
+
+
+@pytest.mark.parametrize("elicits", [False, True])
+def test_nobody_there_leaves_the_job_waiting_for_the_agent_to_answer(workspace: Path, elicits: bool) -> None:
+    """A client without elicitation, or one that cancels the form (``claude -p``: no person there): the
+    call returns at once with status waiting and the question; kimi_job answers it and waits."""
+    runner = AskingRunner(
+        Question("Which ones?", options=(Option("a"), Option("b"), Option("c")), multi_select=True)
+    )
+
+    async def cancel(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        return ElicitResult(action="cancel")
+
+    async def body():
+        server = create_server(Settings(), run=runner)
+        async with Client(server, elicitation_handler=cancel if elicits else None) as client:
+            started = time.monotonic()
+            waiting = (await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)).data
+            waited = time.monotonic() - started
+            job_id = waiting.job_id
+            wrong = await client.call_tool(
+                "kimi_job", {"job_id": job_id, "action": "answer", "answer": ["a", "d"]}, raise_on_error=False
+            )
+            single = await client.call_tool(
+                "kimi_job", {"job_id": job_id, "action": "answer", "answer": ["a", "a"]}, raise_on_error=False
+            )
+            done = await client.call_tool(
+                "kimi_job", {"job_id": job_id, "action": "answer", "answer": ["c", "a"]}, raise_on_error=False
+            )
+            again = await client.call_tool(
+                "kimi_job", {"job_id": job_id, "action": "answer", "answer": "a"}, raise_on_error=False
+            )
+            return waiting, waited, wrong.structured_content, single.structured_content, done, again
+
+    waiting, waited, wrong, single, done, again = run(body)
+    assert waiting.status == "waiting" and waiting.success is None
+    assert waiting.question.text == "Which ones?" and waiting.question.multi_select is True
+    assert [o.label for o in waiting.question.options] == ["a", "b", "c"]
+    assert "action='answer'" in waiting.notes[0]
+    assert waited < 8  # returned when the question came, not after the turn (the runner waits 10 s)
+    assert wrong["error"]["type"] == "bad_input"  # a label that is not an option
+    assert "'d'" in wrong["error"]["message"]
+    assert single["error"]["type"] == "bad_input"  # the same label twice
+    assert done.structured_content["status"] == "done"
+    assert runner.got == [Choice(picks=(2, 0))]
+    assert again.structured_content["error"]["type"] == "bad_input"  # not waiting any more
+    assert "not waiting" in again.structured_content["error"]["message"]
+
+
+def test_kimi_steer_reaches_the_running_job_and_a_finished_job_names_kimi_continue(workspace: Path) -> None:
+    runner = AskingRunner(question=None, steer=True)
+
+    async def body():
+        async with Client(create_server(Settings(), run=runner)) as client:
+            first = (await client.call_tool("kimi_code_task", task_args(workspace, wait_s=0))).data
+            steered = await client.call_tool(
+                "kimi_steer", {"job_id": first.job_id, "message": "use blue"}, raise_on_error=False
+            )
+            done = await client.call_tool("kimi_job", {"job_id": first.job_id, "wait_s": 10})
+            late = await client.call_tool(
+                "kimi_steer", {"job_id": first.job_id, "message": "more"}, raise_on_error=False
+            )
+            blank = await client.call_tool(
+                "kimi_steer", {"job_id": first.job_id, "message": "  "}, raise_on_error=False
+            )
+            return steered.structured_content, done.structured_content, late.structured_content, blank
+
+    steered, done, late, blank = run(body)
+    assert steered["error"] is None and "Message queued" in steered["notes"][0]
+    assert done["status"] == "done"
+    (message,) = runner.got
+    assert (message.text, message.mode) == ("use blue", "steer")
+    assert late["error"]["type"] == "bad_input" and "kimi_continue" in late["error"]["suggestion"]
+    assert blank.structured_content["error"]["type"] == "bad_input"
+
+
+def test_the_daily_token_budget_refuses_a_call_before_kimi_starts(workspace: Path) -> None:
+    spent = AskingRunner(question=None)
+
+    def costly(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        spent.got.append(request)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), usage={"input_tokens": 900, "output_tokens": 200}
+        )
+
+    async def body():
+        async with Client(create_server(Settings(daily_tokens=1000), run=costly)) as client:
+            first = await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)
+            second = await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)
+            negative = await client.call_tool(
+                "kimi_code_task", task_args(workspace, max_tokens=-5), raise_on_error=False
+            )
+            return first.structured_content, second.structured_content, negative.structured_content
+
+    first, second, negative = run(body)
+    assert first["success"] is True
+    assert second["error"]["type"] == "budget" and "1100 tokens" in second["error"]["message"]
+    assert len(spent.got) == 1  # the refused call started nothing
+    assert negative["error"]["type"] == "bad_input" and "max_tokens" in negative["error"]["message"]
