@@ -112,6 +112,14 @@ class StepRetrying:
 
 
 @dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A user message added to the running turn (steered in, see :meth:`Driver.steer_sequence`); logged when
+    Kimi hands it to the model, i.e. just before the model request that carries it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     """The turn is over (``reason`` as Kimi logged it, where it does)."""
 
@@ -131,6 +139,7 @@ WireEvent = (
     | ToolResult
     | StepRetrying
     | TokenUsage
+    | UserMessage
     | TurnEnd
 )
 

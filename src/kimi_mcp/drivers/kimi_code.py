@@ -35,6 +35,7 @@ from .base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
     WireEvent,
     json_record,
     login_failed,
@@ -236,6 +237,9 @@ class KimiCodeDriver(Driver):
             case "turn.prompt":
                 parts = record.get("input") or []
                 return [TurnBegin("".join(p.get("text", "") for p in parts if isinstance(p, dict)))]
+            case "turn.steer":  # a message steered into the running turn, as it is handed to the model
+                parts = record.get("input") or []
+                return [UserMessage("".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)))]
             case "turn.ended":
                 return [TurnEnd(reason=record.get("reason"))]
             case "turn.step.retrying":

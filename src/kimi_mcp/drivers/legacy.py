@@ -29,6 +29,7 @@ from .base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
     WireEvent,
     json_record,
     login_failed,
@@ -258,6 +259,8 @@ class LegacyDriver(Driver):
                 return _token_usage(payload)
             case "StepRetry":  # {"next_attempt": 2, "max_attempts": 3, "error_type": ..., "status_code": 429}
                 return [_retry(payload)]
+            case "SteerInput":  # a message steered in (Ctrl-S), logged as it is handed to the model
+                return [UserMessage(_user_text(payload.get("user_input")))]
             case "TurnEnd":
                 return [TurnEnd()]
         return []

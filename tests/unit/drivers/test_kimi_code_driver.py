@@ -21,6 +21,7 @@ from kimi_mcp.drivers.base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
 )
 from kimi_mcp.drivers.kimi_code import BUILTIN_SKILLS, KimiCodeDriver, skill_names
 from kimi_mcp.errors import ApiError, AuthError
@@ -699,3 +700,31 @@ def test_steer_is_a_paste_then_ctrl_s(driver: KimiCodeDriver) -> None:
         ("\x1b[200~mention bananas\n\x1b[201~", 0.2),
         ("\x13", 0.0),
     ]
+
+
+def test_parse_wire_steered_message(driver: KimiCodeDriver) -> None:
+    # prompt.steered is logged at the key press, turn.steer when the message is handed to the model: only the
+    # latter is an event (one per steered message)
+    steered = {
+        "type": "prompt.steered",
+        "agentId": "main",
+        "activePromptId": "msg_01M86ED6FR124WMR73J74FJRNX",
+        "promptIds": ["msg_01M86ED7P43QSGW91MKRQAKNPH"],
+        "messageId": "msg_01M86ED7P43QSGW91MKRQAKNPH",
+        "content": [{"type": "text", "text": "STEER-MSG please also mention bananas"}],
+        "steeredAt": "2026-11-24T09:32:50.249Z",
+        "time": 1795512770249,
+    }
+    steer = {
+        "type": "turn.steer",
+        "agentId": "main",
+        "input": [{"type": "text", "text": "STEER-MSG please also mention bananas"}],
+        "origin": {"kind": "user", "inTurn": True},
+        "messageId": "msg_01M86ED7P43QSGW91MKRQAKNPH",
+        "promptIds": ["msg_01M86ED7P43QSGW91MKRQAKNPH"],
+        "turnId": 0,
+        "time": 1795512775119,
+    }
+    assert driver.parse_wire_line(json.dumps(steered)) == []
+    assert driver.parse_wire_line(json.dumps(steer)) == [UserMessage("STEER-MSG please also mention bananas")]
+    assert driver.parse_wire_line(json.dumps({"type": "turn.steer"})) == [UserMessage("")]

@@ -20,6 +20,7 @@ from kimi_mcp.drivers.base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
 )
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import ApiError, AuthError, InstallError
@@ -784,3 +785,33 @@ def test_steer_is_a_paste_then_ctrl_s(driver: LegacyDriver) -> None:
         ("\x13", 0.0),
     ]
     assert driver.steer_cancel_key == "\x07"  # Ctrl-S without a turn opens (i-search); Ctrl-G leaves it
+
+
+def test_parse_wire_steered_message(driver: LegacyDriver) -> None:
+    # logged (as the model gets it) after the running step, inside the turn: TurnBegin … SteerInput … TurnEnd
+    line = json.dumps(
+        {
+            "timestamp": 1795512719.36,
+            "message": {
+                "type": "SteerInput",
+                "payload": {
+                    "user_input": [{"type": "text", "text": "STEER-MSG please also mention bananas"}]
+                },
+            },
+        }
+    )
+    assert driver.parse_wire_line(line) == [UserMessage("STEER-MSG please also mention bananas")]
+    plain = json.dumps({"message": {"type": "SteerInput", "payload": {"user_input": "plain"}}})
+    assert driver.parse_wire_line(plain) == [UserMessage("plain")]
+
+
+def test_parse_wire_question_records_are_not_events(driver: LegacyDriver) -> None:
+    line = json.dumps(
+        {
+            "message": {
+                "type": "QuestionRequest",
+                "payload": {"id": "1", "tool_call_id": "AskUserQuestion:5a7240", "questions": []},
+            }
+        }
+    )
+    assert driver.parse_wire_line(line) == []
