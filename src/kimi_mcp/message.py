@@ -31,6 +31,7 @@ __all__ = [
     "MessageRules",
     "check_size",
     "estimated_tokens",
+    "guard_placeholders",
     "neutralize",
     "one_line",
     "prepare",
@@ -103,12 +104,18 @@ def _guard_skills(text: str, names: frozenset[str]) -> str:
 _PLACEHOLDER = re.compile(r"\[(?=Pasted text #\d+|[A-Za-z0-9_\-]+:[A-Za-z0-9_\-.]+(?:,\d+x\d+)?\])")
 
 
+def guard_placeholders(text: str) -> str:
+    """``text`` with a WORD JOINER after the ``[`` of anything kimi-cli would expand (``[Pasted text #N]``,
+    ``[image:id]``)."""
+    return _PLACEHOLDER.sub("[" + WORD_JOINER, text)
+
+
 def prepare(text: str, rules: MessageRules) -> str:
     """The message to type for ``text``: neutralized, guarded, tabs handled per dialect."""
     message = neutralize(text)
     if not rules.keeps_tabs and "\t" in message:
         message = message.replace("\t", TAB_MARK).rstrip() + "\n\n" + TAB_NOTE
-    message = _PLACEHOLDER.sub("[" + WORD_JOINER, message)
+    message = guard_placeholders(message)
     message = _guard_skills(message, rules.skill_names)
     if _needs_guard(message):
         message = GUARD_LINE + "\n" + message

@@ -57,10 +57,17 @@ class Asked:
 
     question: Question
     asked_at: float
+    kind: Literal["question", "approval"] = "question"
 
     def to_dict(self) -> dict[str, object]:
+        """As the ``question`` field of a result (``models.QuestionInfo``)."""
         at = datetime.fromtimestamp(self.asked_at, UTC).isoformat(timespec="seconds")
-        return {**self.question.to_dict(), "asked_at": at}
+        q = self.question
+        options = [{"label": o.label, "description": o.description} for o in q.options]
+        return {
+            "kind": self.kind, "text": q.text, "header": q.header, "options": options,
+            "multi_select": q.multi_select, "free_text": q.free_text, "asked_at": at,
+        }  # fmt: skip
 
 
 class Inbox:
@@ -78,9 +85,9 @@ class Inbox:
         self.on_change: Callable[[], None] = lambda: None
 
     # -- questions -------------------------------------------------------------------------------------
-    def ask(self, question: Question) -> None:
+    def ask(self, question: Question, kind: Literal["question", "approval"] = "question") -> None:
         with self._lock:
-            self.asked, self._answer = Asked(question, time.time()), None
+            self.asked, self._answer = Asked(question, time.time(), kind), None
         self.on_change()
 
     def answer(self, choice: Choice | str) -> None:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, Protocol
 from .._logging import get_logger
 from ..errors import AuthError, BadInput, KimiMCPError
 from ..message import MessageRules
+from ..question import Choice, Question
 
 log = get_logger("drivers")
 
@@ -111,6 +112,14 @@ class StepRetrying:
 
 
 @dataclass(frozen=True, slots=True)
+class UserMessage:
+    """A user message added to the running turn (steered in, see :meth:`Driver.steer_sequence`); logged when
+    Kimi hands it to the model, i.e. just before the model request that carries it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnEnd:
     """The turn is over (``reason`` as Kimi logged it, where it does)."""
 
@@ -130,6 +139,7 @@ WireEvent = (
     | ToolResult
     | StepRetrying
     | TokenUsage
+    | UserMessage
     | TurnEnd
 )
 
@@ -174,6 +184,7 @@ class KimiInstall:
         return {**env, "PATH": os.pathsep.join(filter(None, (self.node_dir, env.get("PATH"))))}
 
 
+_QUESTION_LINE = re.compile(r"^[\s│]*\? (.*?)[\s│]*$")
 _SQUASH = re.compile(r"[\s\u2500-\u257f]+")
 
 
@@ -296,6 +307,46 @@ class Driver(ABC):
 
     #: seconds between the paste and the Enter that submits it
     paste_pause: ClassVar[float] = 0.0
+
+    # -- questions (AskUserQuestion) and steering ----------------------------------------------------
+    #: the tool whose call shows the question panel (``ScreenState.QUESTION``)
+    question_tool: ClassVar[str] = "AskUserQuestion"
+    #: the highest option number a digit key picks on the question panel ("Other" is options + 1)
+    question_digits: ClassVar[int] = 6
+    #: where a message sent with :meth:`steer_sequence` reaches the model: "in_turn" (the next model
+    #: request of the running turn carries it) or "next_turn" (it opens a new turn after this one)
+    steer_delivery: ClassVar[Literal["in_turn", "next_turn"]] = "in_turn"
+
+    @abstractmethod
+    def answer_question(
+        self, question: Question, choice: Choice, *, index: int, count: int
+    ) -> list[tuple[str, float]]:
+        """Keys (with pauses) answering the question panel on screen with ``choice``, when it shows the
+        ``index``-th (0-based) of its ``count`` questions, earlier ones answered in order; they include
+        what moves on to the next question, and after the last one what sends the answers to the model."""
+
+    def question_on_screen(self, lines: list[str]) -> str | None:
+        """The text of the question the panel on screen shows (its ``? …`` line), or None (no panel, or a
+        page without one such as Kimi Code's review page). A question that wraps is given by its first
+        line only, so compare with ``startswith``."""
+        for line in reversed(lines):
+            match = _QUESTION_LINE.match(line)
+            if match:
+                return match.group(1).strip()
+        return None
+
+    @abstractmethod
+    def steer_sequence(self, message: str) -> list[tuple[str, float]]:
+        """Keys (with pauses) that add ``message`` (from :func:`kimi_mcp.message.prepare`) to the running
+        turn. Only safe while the screen is ``ScreenState.BUSY``: with an approval or question panel up the
+        keys would go to the panel, and at ``READY`` the text stays in the input box (see the dialect)."""
+
+    def _question_key(self, question: Question, pick: int | None) -> str:
+        """The digit of option ``pick`` (0-based) on the panel, or of its "Other" entry (``None``)."""
+        number = len(question.options) + 1 if pick is None else pick + 1
+        if pick is not None and not 0 <= pick < len(question.options) or number > self.question_digits:
+            raise ValueError(f"option {number} of {question.text!r} has no number key on the panel")
+        return str(number)
 
     @abstractmethod
     def message_rules(self, workspace: Path, env: dict[str, str], max_tokens: int) -> MessageRules:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
 from ..message import MessageRules, one_line
+from ..question import Choice, Question
 from .base import (
     ApprovalRequest,
     ApprovalResolved,
@@ -34,6 +35,7 @@ from .base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
     WireEvent,
     json_record,
     login_failed,
@@ -43,6 +45,10 @@ _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-
 _BUSY = re.compile(r"Working…|Thinking…|· Tip:|Retrying \(|[\U0001F311-\U0001F318\u2800-\u28ff] ")
 _ERROR = re.compile(r"Error: \[(provider\.[a-z_]+)\] ([^\n]*)")
 _NOT_SET = re.compile(r"Error: LLM not set[^\n]*")
+
+_OTHER_INPUT_HINT = re.compile(r"type answer  ↵ save")  # the question panel while "Other" takes text
+REVIEW_TITLE = "Review your answer before submit"
+QUESTION_PAUSE = 0.3  # seconds after each key on the question panel (keys in one read are not recognised)
 
 _PLATFORM_ROW = {"moonshot.ai": "platform.kimi.ai", "moonshot.cn": "platform.kimi.com"}
 _LOGIN_ERROR = r"Error: [^\n]*"
@@ -94,7 +100,7 @@ class KimiCodeDriver(Driver):
             return ScreenState.TRUST
         if re.search(r"1\. Approve once", text):
             return ScreenState.APPROVAL
-        if "←/→/tab switch" in text and "esc cancel" in text:
+        if "esc cancel" in text and ("←/→/tab switch" in text or _OTHER_INPUT_HINT.search(text)):
             return ScreenState.QUESTION
         row = _input_row(lines)
         if row is None:
@@ -126,6 +132,42 @@ class KimiCodeDriver(Driver):
 
     def exit_retry_sequence(self) -> list[tuple[str, float]]:
         return [("\x03", 0.3), ("\x03", 0.0)]  # Ctrl-C twice exits
+
+    # -- questions and steering ----------------------------------------------------------------------
+    question_digits = 9  # the panel maps the keys 1-9 (options + "Other")
+    steer_delivery = "in_turn"
+
+    def answer_question(
+        self, question: Question, choice: Choice, *, index: int, count: int
+    ) -> list[tuple[str, float]]:
+        """The panel has a tab per question plus a last "Submit" tab (also for one question). A digit picks
+        a single-select option and moves to the next unanswered tab; on a multi-select question digits
+        toggle and Tab moves on. "Other" (options + 1) opens a one-line input: paste, Enter saves it (and
+        moves on for a single-select question). On the Submit tab "1" sends the answers."""
+        keys = [(self._question_key(question, pick), QUESTION_PAUSE) for pick in choice.picks]
+        if choice.text is not None:
+            keys += [
+                (self._question_key(question, None), QUESTION_PAUSE),
+                ("\x1b[200~" + one_line(choice.text) + "\x1b[201~", QUESTION_PAUSE),
+                ("\r", QUESTION_PAUSE),
+            ]
+        if question.multi_select:
+            keys.append(("\t", QUESTION_PAUSE))
+        if index == count - 1:
+            keys.append(("1", QUESTION_PAUSE))  # the Submit tab: "[1] Submit"
+        return keys
+
+    def question_on_screen(self, lines: list[str]) -> str | None:
+        if any(REVIEW_TITLE in line for line in lines):
+            return None  # the Submit tab: "Review your answer before submit"
+        return super().question_on_screen(lines)
+
+    def steer_sequence(self, message: str) -> list[tuple[str, float]]:
+        """The message pasted into the input box, then Ctrl-S ("ctrl-s to steer immediately"; Enter would
+        queue it for a new turn after this one). Kimi logs ``prompt.steered`` at once and injects it
+        (``turn.steer``) at the next step boundary. Without a running turn Ctrl-S does nothing and the text
+        stays in the input box."""
+        return [("\x1b[200~" + message + "\n\x1b[201~", 0.2), ("\x13", 0.0)]
 
     def screen_error(self, text: str) -> KimiMCPError | None:
         if match := _NOT_SET.search(text):
@@ -195,6 +237,9 @@ class KimiCodeDriver(Driver):
             case "turn.prompt":
                 parts = record.get("input") or []
                 return [TurnBegin("".join(p.get("text", "") for p in parts if isinstance(p, dict)))]
+            case "turn.steer":  # a message steered into the running turn, as it is handed to the model
+                parts = record.get("input") or []
+                return [UserMessage("".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)))]
             case "turn.ended":
                 return [TurnEnd(reason=record.get("reason"))]
             case "turn.step.retrying":

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import ApiError, AuthError, KimiMCPError
 from ..message import MessageRules, one_line
+from ..question import Choice, Question
 from .base import (
     Console,
     Driver,
@@ -28,6 +29,7 @@ from .base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
     WireEvent,
     json_record,
     login_failed,
@@ -134,6 +136,37 @@ class LegacyDriver(Driver):
         first = prompt.strip().splitlines()[0][:30] if prompt.strip() else ""
         return bool(first) and ("\u2728 " + first) in text
 
+    # -- questions and steering ----------------------------------------------------------------------
+    question_digits = 6  # the panel maps the keys 1-6 (options + "Other")
+    steer_delivery = "in_turn"
+
+    def answer_question(
+        self, question: Question, choice: Choice, *, index: int, count: int
+    ) -> list[tuple[str, float]]:
+        """A digit picks and submits a single-select question; on a multi-select one digits toggle and
+        Enter submits. "Other" (options + 1) opens a one-line input (single-select: at once; multi-select:
+        after the Enter), taken with Enter. Submitting moves to the next unanswered question by itself, and
+        the last one sends the answers: no extra keys (``index``/``count`` do not change the keys)."""
+        keys = [(self._question_key(question, pick), QUESTION_PAUSE) for pick in choice.picks]
+        if choice.text is not None:
+            keys.append((self._question_key(question, None), QUESTION_PAUSE))
+            if question.multi_select:
+                keys.append(("\r", QUESTION_PAUSE))  # "Other" ticked: Enter asks for its text
+            keys += [(_paste(one_line(choice.text)), QUESTION_PAUSE), ("\r", QUESTION_PAUSE)]
+        elif question.multi_select:
+            keys.append(("\r", QUESTION_PAUSE))
+        return keys
+
+    def steer_sequence(self, message: str) -> list[tuple[str, float]]:
+        """The message pasted into the input box, then Ctrl-S ("send immediately": Enter would queue it as
+        the next turn). Kimi injects it into the turn at the next step boundary (after the running model
+        reply or tool call). Without a running turn Ctrl-S opens prompt_toolkit's ``(i-search)`` with the
+        text kept: Ctrl-G (:attr:`steer_cancel_key`) gets the text back into the input box."""
+        return [(_paste(message + "\n"), 0.1), ("\x13", 0.0)]
+
+    #: leaves the ``(i-search)`` that Ctrl-S opens when no turn runs (the text comes back to the input box)
+    steer_cancel_key = "\x07"
+
     def screen_error(self, text: str) -> KimiMCPError | None:
         if match := _AUTH.search(text):
             server = _SERVER_LINE.search(text)
@@ -207,13 +240,7 @@ class LegacyDriver(Driver):
         payload = message.get("payload") or {}
         match message.get("type"):
             case "TurnBegin":
-                parts = payload.get("user_input") or []
-                text = (
-                    parts
-                    if isinstance(parts, str)
-                    else "".join(p.get("text", "") for p in parts if isinstance(p, dict))
-                )
-                return [TurnBegin(text)]
+                return [TurnBegin(_user_text(payload.get("user_input")))]
             case "StepBegin":
                 return [StepBegin()]
             case "ContentPart":
@@ -232,6 +259,8 @@ class LegacyDriver(Driver):
                 return _token_usage(payload)
             case "StepRetry":  # {"next_attempt": 2, "max_attempts": 3, "error_type": ..., "status_code": 429}
                 return [_retry(payload)]
+            case "SteerInput":  # a message steered in (Ctrl-S), logged as it is handed to the model
+                return [UserMessage(_user_text(payload.get("user_input")))]
             case "TurnEnd":
                 return [TurnEnd()]
         return []
@@ -239,6 +268,22 @@ class LegacyDriver(Driver):
     def edit_targets(self, name: str, arguments: dict[str, Any]) -> list[str]:
         keys = _EDIT_TOOLS.get(name, ())
         return [str(arguments[k]) for k in keys if isinstance(arguments.get(k), str)]
+
+
+QUESTION_PAUSE = 0.3  # seconds after each key on the question panel (measured safe; it redraws per key)
+
+
+def _paste(text: str) -> str:
+    return "\x1b[200~" + text + "\x1b[201~"
+
+
+def _user_text(parts: Any) -> str:
+    """The text of a logged ``user_input`` (a string, or a list of content parts)."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return ""
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
 
 
 def _retry(payload: dict[str, Any]) -> StepRetrying:

@@ -62,6 +62,7 @@ class Turn:
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
         self.answered: dict[str, Answer] = {}
         self.expected: list[str] = []  # messages typed into the running turn, as the log must show them
+        self.steered_checked = 0  # how many of the log's steered messages were compared with them
 
     @property
     def trace(self) -> TurnTrace:
@@ -106,6 +107,7 @@ class Turn:
         if trace.begun and not self.verified:
             self._verify_received()
             self.verified = True
+        self._verify_steered()
         self._count_tokens()
         if trace.ended:
             return True
@@ -127,7 +129,7 @@ class Turn:
             self.questions.on_panel()
             return trace.ended
         self.questions.off_panel()
-        if trace.begun and state in (ScreenState.BUSY, ScreenState.READY):
+        if trace.begun and state is ScreenState.BUSY:  # steer keys are safe only here (no panel, a turn runs)
             self._messages()
         self._unstick(state, now)
         return trace.ended
@@ -202,6 +204,32 @@ class Turn:
         else:
             log.warning("the message did not arrive after 5s; typing it again")
             self.term.play(self.driver.submit_sequence(self.prompt))
+
+    def _verify_steered(self) -> None:
+        """Each message typed into the turn must reach Kimi exactly as typed, else the turn is stopped."""
+        logged = self.trace.steered
+        while self.steered_checked < len(logged):
+            got = _trimmed(logged[self.steered_checked])
+            sent = (
+                _trimmed(self.expected[self.steered_checked])
+                if self.steered_checked < len(self.expected)
+                else None
+            )
+            self.steered_checked += 1
+            if got == sent:
+                continue
+            log.warning("Kimi logged a message added to its turn that is not the one sent; stopping the turn")
+            self._interrupt(INTERRUPT_WAIT)
+            raise SessionError(
+                "Kimi received a message in its turn that differs from the one sent (or one nobody sent), so "
+                "the turn was stopped",
+                details={
+                    "received_near": self._redact(got[:80]),
+                    "sent_near": self._redact((sent or "")[:80]),
+                },
+                suggestion="Retry; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and report it.",
+                retryable=True,
+            )
 
     def _verify_received(self) -> None:
         """The turn began: Kimi must have received exactly our message, else the turn is stopped."""

@@ -25,6 +25,7 @@ from ..drivers.base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
     WireEvent,
 )
 from ..errors import KimiMCPError
@@ -67,6 +68,9 @@ class TurnTrace:
     received: str | None = None  # the user message as Kimi logged it at the start of the turn
     unmatched: list[str] = field(default_factory=list)  # panels rejected without a logged call
     retrying: StepRetrying | None = None  # the model request failed and nothing has come since
+    steered: list[str] = field(
+        default_factory=list
+    )  # messages added to the running turn, as Kimi logged them
 
     @property
     def output(self) -> str:
@@ -93,6 +97,7 @@ def merged(traces: list[TurnTrace]) -> TurnTrace:
         whole.input_tokens += trace.input_tokens
         whole.output_tokens += trace.output_tokens
         whole.unmatched += trace.unmatched
+        whole.steered += trace.steered
     return whole
 
 
@@ -142,6 +147,9 @@ def fold(trace: TurnTrace, event: WireEvent) -> str | None:
         case StepRetrying(attempt=attempt, max_attempts=most, error=error):
             trace.retrying = event
             return f"the model provider failed ({error}); Kimi retries ({attempt}/{most})"
+        case UserMessage(text=text):
+            trace.steered.append(text)
+            return "Kimi took the message sent into its turn"
         case TurnEnd():
             if trace.begun:
                 trace.ended = True

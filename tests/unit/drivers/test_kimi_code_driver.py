@@ -21,9 +21,11 @@ from kimi_mcp.drivers.base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
 )
 from kimi_mcp.drivers.kimi_code import BUILTIN_SKILLS, KimiCodeDriver, skill_names
 from kimi_mcp.errors import ApiError, AuthError
+from kimi_mcp.question import Choice, Option, Question
 
 SID = "session_bd1dd6b5-1c2d-4e8a-9c2f-1a2b3c4d5e6f"
 
@@ -526,3 +528,203 @@ def test_login_failure_says_whether_retrying_can_help(
         driver.login(console, LoginOptions(api_key="sk-test"))
     assert info.value.retryable is retryable
     assert info.value.details["platform"] == "moonshot.ai"
+
+
+# -------------------------------------------------------------------------------- questions and steering
+# Screens captured from Kimi Code 2.1.0 (pyte, 120 columns) answering AskUserQuestion against the fake API.
+
+KC_THREE_QUESTIONS = """
+ ✨ case three
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+  question
+
+   Colour   (○) Fruit  (○) Size   Submit
+
+  ? Which colour?
+
+   → [1] Red
+         red desc
+     [2] Blue
+         blue desc
+     [3] Green
+         green desc
+     [4] Other
+
+   ↑↓ select  1-4 / ↵ choose  ←/→/tab switch  esc cancel
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+ kimi-k2-fake  /tmp/w                             @: mention files | ! to run a shell command
+                                                                                                context: 1% (1020/256k)
+""".splitlines()[1:]
+
+KC_OTHER_INPUT = """
+ ✨ capture
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+  question
+
+   Colour   (○) Fruit   Submit
+
+  ? Which colour?
+    Type your answer, then press Enter to save.
+
+     [1] Red
+         red desc
+     [2] Blue
+         blue desc
+     [3] Green
+         green desc
+   → [4] Other: typed text
+
+   type answer  ↵ save  tab switch  esc cancel
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+ kimi-k2-fake  /tmp/w
+                                                                                                context: 1% (1020/256k)
+""".splitlines()[1:]
+
+KC_REVIEW = """
+ ✨ capture
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+  question
+
+  (✓) Colour  (✓) Fruit   Submit
+
+  Review your answer before submit
+
+   Q  Which colour?
+   →  typed text
+   Q  Which fruits?
+   →  Apple
+
+  Ready to submit your answers?
+
+   → [1] Submit
+     [2] Cancel
+
+   ↑↓ select  1/2 choose  ↵ confirm  ←/→/tab switch  esc cancel
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+ kimi-k2-fake  /tmp/w
+                                                                                                context: 1% (1020/256k)
+""".splitlines()[1:]
+
+KC_MULTI_SELECT = """
+ ✨ case multi
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+  question
+
+   Fruit    Submit
+
+  ? Which fruits?
+
+   [ ] Apple
+         apple desc
+   [ ] Pear
+         pear desc
+   [ ] Plum
+         plum desc
+   [ ] Other
+
+   ↑↓ select  1-4 / ↵ toggle  ←/→/tab switch  esc cancel
+ ──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+ kimi-k2-fake  /tmp/w                             @: mention files | ! to run a shell command
+                                                                                                context: 1% (1020/256k)
+""".splitlines()[1:]
+
+COLOUR = Question("Which colour?", "Colour", (Option("Red"), Option("Blue"), Option("Green")))
+FRUIT = Question(
+    "Which fruits?", "Fruit", (Option("Apple"), Option("Pear"), Option("Plum")), multi_select=True
+)
+PASTE = "\x1b[200~{}\x1b[201~"
+
+
+@pytest.mark.parametrize(
+    ("screen", "shown"),
+    [
+        (KC_THREE_QUESTIONS, "Which colour?"),
+        (KC_OTHER_INPUT, "Which colour?"),  # the hint row reads "type answer  ↵ save  tab switch  esc cancel"
+        (KC_MULTI_SELECT, "Which fruits?"),
+        (KC_REVIEW, None),  # the Submit tab shows no "? question" line
+    ],
+)
+def test_question_panels_captured(driver: KimiCodeDriver, screen: list[str], shown: str | None) -> None:
+    assert driver.classify(padded(screen)) == ScreenState.QUESTION
+    assert driver.question_on_screen(padded(screen)) == shown
+
+
+def test_question_on_screen_without_a_panel(driver: KimiCodeDriver) -> None:
+    assert driver.question_on_screen(padded(welcome() + input_box())) is None
+
+
+def test_question_tool(driver: KimiCodeDriver) -> None:
+    assert driver.question_tool == "AskUserQuestion"
+
+
+def test_answer_single_select_then_submit(driver: KimiCodeDriver) -> None:
+    # the digit picks and moves to the next unanswered tab; after the last question that is the Submit tab,
+    # where "1" ("[1] Submit") sends the answers (also for a single question)
+    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=1) == [("2", 0.3), ("1", 0.3)]
+    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=3) == [("2", 0.3)]
+
+
+def test_answer_multi_select_toggles_then_tab(driver: KimiCodeDriver) -> None:
+    keys = driver.answer_question(FRUIT, Choice(picks=(0, 2)), index=1, count=3)
+    assert keys == [("1", 0.3), ("3", 0.3), ("\t", 0.3)]
+    keys = driver.answer_question(FRUIT, Choice(picks=(0, 2)), index=0, count=1)
+    assert keys == [("1", 0.3), ("3", 0.3), ("\t", 0.3), ("1", 0.3)]  # measured: "Apple, Plum"
+
+
+def test_answer_free_text(driver: KimiCodeDriver) -> None:
+    # "Other" ([4]) opens a one-line input: paste, Enter saves it (a single-select question then moves on)
+    keys = driver.answer_question(COLOUR, Choice(text="teal, 1 2 3"), index=0, count=2)
+    assert keys == [("4", 0.3), (PASTE.format("teal, 1 2 3"), 0.3), ("\r", 0.3)]
+    keys = driver.answer_question(FRUIT, Choice(picks=(1,), text="kiwis"), index=0, count=1)
+    assert keys == [
+        ("2", 0.3),
+        ("4", 0.3),
+        (PASTE.format("kiwis"), 0.3),
+        ("\r", 0.3),
+        ("\t", 0.3),
+        ("1", 0.3),
+    ]
+
+
+def test_answer_beyond_the_number_keys(driver: KimiCodeDriver) -> None:
+    many = Question("Q?", options=tuple(Option(str(n)) for n in range(8)))
+    assert driver.answer_question(many, Choice(text="x"), index=0, count=2)[0] == ("9", 0.3)
+    with pytest.raises(ValueError, match="no number key"):
+        driver.answer_question(COLOUR, Choice(picks=(3,)), index=0, count=1)
+
+
+def test_steer_is_a_paste_then_ctrl_s(driver: KimiCodeDriver) -> None:
+    # Ctrl-S ("ctrl-s to steer immediately") joins the running turn; Enter would queue a new turn after it
+    assert driver.steer_delivery == "in_turn"
+    assert driver.steer_sequence("mention bananas") == [
+        ("\x1b[200~mention bananas\n\x1b[201~", 0.2),
+        ("\x13", 0.0),
+    ]
+
+
+def test_parse_wire_steered_message(driver: KimiCodeDriver) -> None:
+    # prompt.steered is logged at the key press, turn.steer when the message is handed to the model: only the
+    # latter is an event (one per steered message)
+    steered = {
+        "type": "prompt.steered",
+        "agentId": "main",
+        "activePromptId": "msg_01M86ED6FR124WMR73J74FJRNX",
+        "promptIds": ["msg_01M86ED7P43QSGW91MKRQAKNPH"],
+        "messageId": "msg_01M86ED7P43QSGW91MKRQAKNPH",
+        "content": [{"type": "text", "text": "STEER-MSG please also mention bananas"}],
+        "steeredAt": "2026-11-24T09:32:50.249Z",
+        "time": 1795512770249,
+    }
+    steer = {
+        "type": "turn.steer",
+        "agentId": "main",
+        "input": [{"type": "text", "text": "STEER-MSG please also mention bananas"}],
+        "origin": {"kind": "user", "inTurn": True},
+        "messageId": "msg_01M86ED7P43QSGW91MKRQAKNPH",
+        "promptIds": ["msg_01M86ED7P43QSGW91MKRQAKNPH"],
+        "turnId": 0,
+        "time": 1795512775119,
+    }
+    assert driver.parse_wire_line(json.dumps(steered)) == []
+    assert driver.parse_wire_line(json.dumps(steer)) == [UserMessage("STEER-MSG please also mention bananas")]
+    assert driver.parse_wire_line(json.dumps({"type": "turn.steer"})) == [UserMessage("")]

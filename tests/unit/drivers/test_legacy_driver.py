@@ -20,9 +20,11 @@ from kimi_mcp.drivers.base import (
     ToolResult,
     TurnBegin,
     TurnEnd,
+    UserMessage,
 )
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import ApiError, AuthError, InstallError
+from kimi_mcp.question import Choice, Option, Question
 
 SID = "3f2a9c1e-7b4d-4e8a-9c2f-1a2b3c4d5e6f"
 
@@ -642,3 +644,174 @@ def test_probe_reprobes_after_binary_changes(tmp_path: Path) -> None:
     assert probe(str(kimi), probe_env()).dialect == "legacy"
     write_script(kimi, 'echo "2.1.0"   # a different, longer script body\n')
     assert probe(str(kimi), probe_env()) == KimiInstall(str(kimi), "2.1.0", "kimi-code")
+
+
+# -------------------------------------------------------------------------------- questions and steering
+# Screens captured from kimi-cli 1.50.0 (pyte, 120 columns) answering AskUserQuestion against the fake API.
+
+LEGACY_THREE_QUESTIONS = """
+⠴ Using AskUserQuestion ({"questions": [{"question... "multi_select": false}]})
+╭─ question ───────────────────────────────────────────────────────────────────────────────────────────────────────────╮
+│ (●) Colour  (○) Fruit  (○) Size                                                                                      │
+│                                                                                                                      │
+│ ? Which colour?                                                                                                      │
+│                                                                                                                      │
+│ → [1] Red                                                                                                            │
+│       red desc                                                                                                       │
+│   [2] Blue                                                                                                           │
+│       blue desc                                                                                                      │
+│   [3] Green                                                                                                          │
+│       green desc                                                                                                     │
+│   [4] Other                                                                                                          │
+│                                                                                                                      │
+│   ◄/► switch question  ▲/▼ select  ↵ submit  esc exit                                                                │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────╯
+────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+agent (kimi-k2-fake ○)  /tmp/w  /theme: switch dark/light | @: mention files
+                                                                                                 context: 1.0% (1k/100k)
+""".splitlines()[1:]
+
+LEGACY_OTHER_INPUT = """
+⠋ Using AskUserQuestion ({"questions": [{"question..., "multi_select": true}]})
+╭─ question ───────────────────────────────────────────────────────────────────────────────────────────────────────────╮
+│ (●) Colour  (○) Fruit                                                                                                │
+│                                                                                                                      │
+│ ? Which colour?                                                                                                      │
+│                                                                                                                      │
+│   [1] Red                                                                                                            │
+│       red desc                                                                                                       │
+│   [2] Blue                                                                                                           │
+│       blue desc                                                                                                      │
+│   [3] Green                                                                                                          │
+│       green desc                                                                                                     │
+│ → [4] Other: typed text█                                                                                             │
+│                                                                                                                      │
+│   Type your answer, then press Enter to submit.                                                                      │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────╯
+────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+agent (kimi-k2-fake ○)  /tmp/w  ctrl-o: editor | ctrl-j: newline
+                                                                                                 context: 1.0% (1k/100k)
+""".splitlines()[1:]
+
+LEGACY_MULTI_SELECT = """
+⠙ Using AskUserQuestion ({"questions": [{"question..., "multi_select": true}]})
+╭─ question ───────────────────────────────────────────────────────────────────────────────────────────────────────────╮
+│ ? Which fruits?                                                                                                      │
+│   (SPACE to toggle, ENTER to submit)                                                                                 │
+│                                                                                                                      │
+│ [ ] Apple                                                                                                            │
+│       apple desc                                                                                                     │
+│ [ ] Pear                                                                                                             │
+│       pear desc                                                                                                      │
+│ [ ] Plum                                                                                                             │
+│       plum desc                                                                                                      │
+│ [ ] Other                                                                                                            │
+╰──────────────────────────────────────────────────────────────────────────────────────────────────────────────────────╯
+────────────────────────────────────────────────────────────────────────────────────────────────────────────────────────
+agent (kimi-k2-fake ○)  /tmp/w  ctrl-o: editor | ctrl-j: newline
+                                                                                                 context: 1.0% (1k/100k)
+""".splitlines()[1:]
+
+COLOUR = Question("Which colour?", "Colour", (Option("Red"), Option("Blue"), Option("Green")))
+FRUIT = Question(
+    "Which fruits?", "Fruit", (Option("Apple"), Option("Pear"), Option("Plum")), multi_select=True
+)
+PASTE = "\x1b[200~{}\x1b[201~"
+
+
+@pytest.mark.parametrize(
+    ("screen", "shown"),
+    [
+        (LEGACY_THREE_QUESTIONS, "Which colour?"),
+        (LEGACY_OTHER_INPUT, "Which colour?"),
+        (LEGACY_MULTI_SELECT, "Which fruits?"),
+    ],
+)
+def test_question_panels_captured(driver: LegacyDriver, screen: list[str], shown: str) -> None:
+    assert driver.classify(padded(screen)) == ScreenState.QUESTION
+    assert driver.question_on_screen(padded(screen)) == shown
+
+
+def test_question_on_screen_without_a_panel(driver: LegacyDriver) -> None:
+    assert driver.question_on_screen(padded(welcome() + INPUT_BOX)) is None
+
+
+def test_question_tool(driver: LegacyDriver) -> None:
+    assert driver.question_tool == "AskUserQuestion"
+
+
+@pytest.mark.parametrize(("index", "count"), [(0, 1), (0, 3), (2, 3)])
+def test_answer_single_select_is_its_digit(driver: LegacyDriver, index: int, count: int) -> None:
+    # the digit picks and submits; kimi-cli moves to the next unanswered question, or sends the answers
+    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=index, count=count) == [("2", 0.3)]
+
+
+def test_answer_multi_select_toggles_then_enter(driver: LegacyDriver) -> None:
+    keys = driver.answer_question(FRUIT, Choice(picks=(0, 2)), index=1, count=2)
+    assert keys == [("1", 0.3), ("3", 0.3), ("\r", 0.3)]  # measured: {"Which fruits?": "Apple, Plum"}
+
+
+def test_answer_free_text_single_select(driver: LegacyDriver) -> None:
+    # "Other" ([4]) opens an inline input at once; Enter takes the text (stripped by kimi-cli)
+    keys = driver.answer_question(COLOUR, Choice(text="teal, 1 2 3"), index=0, count=1)
+    assert keys == [("4", 0.3), (PASTE.format("teal, 1 2 3"), 0.3), ("\r", 0.3)]
+
+
+def test_answer_free_text_multi_select(driver: LegacyDriver) -> None:
+    # ticking "Other" and Enter asks for its text; the answer is the labels and the text, ", "-joined
+    keys = driver.answer_question(FRUIT, Choice(picks=(1,), text="kiwis"), index=0, count=1)
+    assert keys == [("2", 0.3), ("4", 0.3), ("\r", 0.3), (PASTE.format("kiwis"), 0.3), ("\r", 0.3)]
+
+
+def test_answer_free_text_is_typed_as_one_line(driver: LegacyDriver) -> None:
+    keys = driver.answer_question(COLOUR, Choice(text="a\nb\x1b"), index=0, count=1)
+    assert keys[1] == (PASTE.format("a b\u241b"), 0.3)
+
+
+def test_answer_beyond_the_number_keys(driver: LegacyDriver) -> None:
+    many = Question("Q?", options=tuple(Option(str(n)) for n in range(6)))
+    assert driver.answer_question(many, Choice(picks=(5,)), index=0, count=1) == [("6", 0.3)]
+    with pytest.raises(ValueError, match="no number key"):
+        driver.answer_question(many, Choice(text="other"), index=0, count=1)  # "Other" would be 7
+    with pytest.raises(ValueError, match="no number key"):
+        driver.answer_question(COLOUR, Choice(picks=(3,)), index=0, count=1)
+
+
+def test_steer_is_a_paste_then_ctrl_s(driver: LegacyDriver) -> None:
+    # Ctrl-S sends "immediately" into the running turn; Enter would queue the message as the next turn
+    assert driver.steer_delivery == "in_turn"
+    assert driver.steer_sequence("mention bananas") == [
+        ("\x1b[200~mention bananas\n\x1b[201~", 0.1),
+        ("\x13", 0.0),
+    ]
+    assert driver.steer_cancel_key == "\x07"  # Ctrl-S without a turn opens (i-search); Ctrl-G leaves it
+
+
+def test_parse_wire_steered_message(driver: LegacyDriver) -> None:
+    # logged (as the model gets it) after the running step, inside the turn: TurnBegin … SteerInput … TurnEnd
+    line = json.dumps(
+        {
+            "timestamp": 1795512719.36,
+            "message": {
+                "type": "SteerInput",
+                "payload": {
+                    "user_input": [{"type": "text", "text": "STEER-MSG please also mention bananas"}]
+                },
+            },
+        }
+    )
+    assert driver.parse_wire_line(line) == [UserMessage("STEER-MSG please also mention bananas")]
+    plain = json.dumps({"message": {"type": "SteerInput", "payload": {"user_input": "plain"}}})
+    assert driver.parse_wire_line(plain) == [UserMessage("plain")]
+
+
+def test_parse_wire_question_records_are_not_events(driver: LegacyDriver) -> None:
+    line = json.dumps(
+        {
+            "message": {
+                "type": "QuestionRequest",
+                "payload": {"id": "1", "tool_call_id": "AskUserQuestion:5a7240", "questions": []},
+            }
+        }
+    )
+    assert driver.parse_wire_line(line) == []

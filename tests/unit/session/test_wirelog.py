@@ -52,7 +52,7 @@ def sample(kind: type) -> WireEvent:
 
 def test_every_member_of_the_event_union_is_folded() -> None:
     kinds = typing.get_args(WireEvent)
-    assert len(kinds) == 11 and all(dataclasses.is_dataclass(k) for k in kinds)
+    assert len(kinds) == 12 and all(dataclasses.is_dataclass(k) for k in kinds)
     for kind in kinds:
         for trace in (TurnTrace(), TurnTrace(begun=True, steps=[[]])):
             fold(trace, sample(kind))  # an unhandled kind would reach assert_never and raise
