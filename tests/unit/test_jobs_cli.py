@@ -1,13 +1,17 @@
-"""``kimi-mcp jobs`` on a real job store: the table a person reads (a waiting job's question, tokens, age,
-~ for home, cut to the terminal's width), ``--json``, the filters, a missing or unreadable store."""
+"""``kimi-mcp jobs`` and ``kimi-mcp watch`` on a real job store: the table a person reads (a waiting job's
+question, tokens, age, ~ for home, cut to the terminal's width), ``--json``, the filters, a missing or
+unreadable store; a watched job's screens each drawn once then its end, Ctrl-C, an unknown or finished job,
+a dead server, and nothing from the screen reaching the terminal but text."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +94,11 @@ def kimi_mcp(*argv: str) -> int:
     with pytest.raises(SystemExit) as exit:
         cli.main(list(argv))
     return int(exit.value.code or 0)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
 
 # -- kimi-mcp jobs ------------------------------------------------------------------------------------------
@@ -175,10 +184,13 @@ def test_a_store_that_cannot_be_opened_is_a_one_line_error(
 ) -> None:
     world.state.mkdir()
     world.path.write_bytes(b"this is not a database, " * 100)
-    assert kimi_mcp("jobs") == 1
-    captured = capsys.readouterr()
-    assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith(f"kimi-mcp jobs: error: cannot open the job store {world.path}: ")
+    for command in (["jobs"], ["watch", "job_0000000000000000"]):
+        assert kimi_mcp(*command) == 1
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert captured.err.startswith(
+            f"kimi-mcp {command[0]}: error: cannot open the job store {world.path}: "
+        )
 
 
 def test_the_commands_are_registered_in_the_real_entry_point(world: World, tmp_path: Path) -> None:
@@ -193,3 +205,100 @@ def test_the_commands_are_registered_in_the_real_entry_point(world: World, tmp_p
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert [listed["job_id"] for listed in json.loads(done.stdout)] == [job.job_id]
+    done = subprocess.run(
+        [sys.executable, "-m", "kimi_mcp.cli", "watch", "job_nope"], env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no job job_nope" in done.stderr
+
+
+# -- kimi-mcp watch -----------------------------------------------------------------------------------------
+
+
+def test_watch_draws_each_screen_once_until_the_job_ends(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = world.job()
+
+    def server() -> None:  # what the job's owner publishes, in its own connection
+        time.sleep(0.3)
+        world.update(job.job_id, screen="Kimi is reading app.py\n")
+        time.sleep(0.3)
+        world.update(job.job_id, screen="Kimi is editing app.py\n", tokens=40)  # same screen: no frame
+        time.sleep(0.3)
+        world.update(job.job_id, screen="Kimi wrote app.py\n")
+        time.sleep(0.3)
+        world.finish(job.job_id, "Rewrote app.py")
+
+    publisher = threading.Thread(target=server)
+    publisher.start()
+    try:
+        assert kimi_mcp("watch", job.job_id, "--interval", "0.02") == 0
+    finally:
+        publisher.join()
+    out = capsys.readouterr().out
+    for screen in ("Kimi is reading app.py", "Kimi is editing app.py", "Kimi wrote app.py"):
+        assert out.count(screen) == 1, out
+    assert out.count(f"── {job.job_id}  running  ") == 4, out  # (no screen yet), then the three screens
+    assert out.index("reading") < out.index("editing") < out.index("wrote") < out.index("done after")
+    assert out.endswith(f"{job.job_id} done after 1s\nRewrote app.py\n"), out
+    assert "\x1b" not in out  # not a terminal: no clearing
+
+
+def test_watch_shows_a_waiting_jobs_question(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    job = world.job()
+    world.update(job.job_id, status="waiting", question={"text": "Delete\nbuild/?"}, screen="? Delete build/")
+    threading.Timer(0.3, world.finish, (job.job_id, "Asked and done")).start()
+    assert kimi_mcp("watch", job.job_id, "--interval", "0.02") == 0
+    out = capsys.readouterr().out
+    assert f"── {job.job_id}  waiting  0s ──\n? Delete build/?\n? Delete build/\n" in out
+
+
+def test_the_screen_reaches_the_terminal_as_text_only(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    job = world.job(age_s=125)
+    evil = "red \x1b[31mALERT\x1b[0m\x07 \x1b]0;pwned\x07title\r\nline 2\x00\x9b2J\tend  \n\n"
+    world.update(job.job_id, screen=evil)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stdout", terminal)
+    monkeypatch.setattr(time, "sleep", _interrupt)  # Ctrl-C after the first frame
+    assert kimi_mcp("watch", job.job_id) == 0
+    out = terminal.getvalue()
+    assert out == f"\x1b[H\x1b[2J── {job.job_id}  running  2m05s ──\nred ALERT title\nline 22J    end\n\n"
+    assert world.store().screen(job.job_id) == ("running", evil)  # left as it was
+
+
+def _interrupt(_seconds: float) -> None:
+    raise KeyboardInterrupt
+
+
+def test_watch_of_an_unknown_job_exits_2(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    assert kimi_mcp("watch", "job_0123456789abcdef") == 2  # no store yet
+    assert "no job job_0123456789abcdef: there is no job store at" in capsys.readouterr().err
+    world.job()
+    assert kimi_mcp("watch", "job_0123456789abcdef") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        captured.err == f"kimi-mcp watch: error: no job job_0123456789abcdef in the job store {world.path}\n"
+    )
+
+
+def test_watch_of_a_finished_job_says_so(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    job = world.job(age_s=90)
+    world.finish(job.job_id, "All tests pass")
+    assert kimi_mcp("watch", job.job_id) == 0
+    assert (
+        capsys.readouterr().out
+        == f"{job.job_id} finished already: done 0s ago, after 1m30s\nAll tests pass\n"
+    )
+
+
+def test_watch_of_a_job_whose_server_died_writes_nothing(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = world.job(owner=DEAD)
+    assert kimi_mcp("watch", job.job_id, "--interval", "0.02") == 0
+    assert capsys.readouterr().out == f"{job.job_id} interrupted: the kimi-mcp server running it stopped\n"
+    store = world.store()
+    assert store.screen(job.job_id) == ("running", None)  # recorded as interrupted by a server, not here
+    store.close()
