@@ -19,6 +19,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "remove finished jobs, their isolated copies and the Kimi sessions kimi-mcp created for them "
         "(older than KIMI_MCP_JOB_TTL_DAYS, --older-than DAYS, or --all), and print what that freed",
     ),
+    "jobs": (
+        "jobs_cli",
+        "list the recent jobs of every kimi-mcp server sharing the job store: status, tool, workspace, "
+        "tokens, age, and what a waiting job asks or else its summary (--json for a JSON list)",
+    ),
+    "watch": (
+        "watch",
+        "show a running job's Kimi screen, redrawn as it changes until the job ends (read-only; Ctrl-C "
+        "leaves)",
+    ),
     "install-kimi": (
         "install_kimi",
         "install Kimi Code and Node 22 (with npm) into kimi-mcp's own data directory, where the server finds "

@@ -30,6 +30,8 @@ print("HEAVY:" + ",".join(sorted(m for m in heavy if m in sys.modules)), "CODE:"
         (["--version"], [f"kimi-mcp {__version__}"]),
         (["prune", "--help"], ["--older-than DAYS"]),
         (["install-kimi", "--help"], ["--prefix"]),
+        (["jobs", "--help"], ["--status", "--json"]),
+        (["watch", "--help"], ["JOB_ID", "--interval S"]),
     ],
 )
 def test_help_and_version_import_nothing_heavy(argv: list[str], says: list[str]) -> None:
