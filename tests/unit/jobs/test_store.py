@@ -531,7 +531,11 @@ PRAGMA user_version = 1;
 def test_a_version_1_store_is_migrated_with_its_jobs_and_their_columns(db: Path) -> None:
     """A store written by the previous kimi-mcp: its jobs survive, the new columns (tokens, model, copy)
     come from their results, the indexes exist on the new table, and new jobs can be added."""
-    result = {"usage": {"input_tokens": 120, "output_tokens": 30}, "model": "kimi-k2", "worktree": {"id": "job_a"}}
+    result = {
+        "usage": {"input_tokens": 120, "output_tokens": 30},
+        "model": "kimi-k2",
+        "worktree": {"id": "job_a"},
+    }
     db.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(db) as conn:
         conn.executescript(V1_SCHEMA)

@@ -44,7 +44,9 @@ class AskingRunner:
             self.got.append(answer)
         if self.steer:
             end = time.monotonic() + 10
-            while (message := scope.inbox.next_message(("steer", "queue"))) is None and time.monotonic() < end:
+            while (
+                message := scope.inbox.next_message(("steer", "queue"))
+            ) is None and time.monotonic() < end:
                 time.sleep(0.01)
             self.got.append(message)
         return TaskResult(
@@ -60,7 +62,9 @@ def task_args(workspace: Path, **extra: Any) -> dict[str, Any]:
     return {"task_description": "pick a colour", "work_dir": str(workspace), **extra}
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])  # elicitation/create (2025-11-25), input_required (2026-07-28)
+@pytest.mark.parametrize(
+    "mode", ["legacy", "auto"]
+)  # elicitation/create (2025-11-25), input_required (2026-07-28)
 def test_a_client_that_answers_the_form_gets_its_choice_typed_into_the_same_job(
     workspace: Path, mode: str
 ) -> None:
@@ -90,7 +94,9 @@ def test_a_client_that_answers_the_form_gets_its_choice_typed_into_the_same_job(
 
 
 def test_free_text_in_the_form_is_the_answer_and_decline_dismisses(workspace: Path) -> None:
-    answers = iter([{"action": "accept", "content": {"answer": "Red", "other": "  teal  "}}, {"action": "decline"}])
+    answers = iter(
+        [{"action": "accept", "content": {"answer": "Red", "other": "  teal  "}}, {"action": "decline"}]
+    )
 
     async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
         return ElicitResult(**next(answers))
@@ -122,7 +128,9 @@ def test_nobody_there_leaves_the_job_waiting_for_the_agent_to_answer(workspace: 
         server = create_server(Settings(), run=runner)
         async with Client(server, elicitation_handler=cancel if elicits else None) as client:
             started = time.monotonic()
-            waiting = (await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)).data
+            waiting = (
+                await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)
+            ).data
             waited = time.monotonic() - started
             job_id = waiting.job_id
             wrong = await client.call_tool(

@@ -94,7 +94,11 @@ def test_a_good_call_reaches_the_runner_with_the_inert_prompt_unchanged(tmp_path
             "wait_s: Input should be greater than or equal",
         ),
         ("kimi_prompt", {"prompt": "x", "bogus": 1}, "bogus: Unexpected keyword argument"),
-        ("kimi_job", {"job_id": "job_x", "action": "explode"}, "action: Input should be 'wait', 'status', 'answer' or"),
+        (
+            "kimi_job",
+            {"job_id": "job_x", "action": "explode"},
+            "action: Input should be 'wait', 'status', 'answer' or",
+        ),
         ("kimi_jobs", {"limit": 0}, "limit: Input should be greater than or equal to 1"),
         ("kimi_apply", {}, "job_id: Missing required argument"),
     ],
