@@ -56,6 +56,7 @@ class Job:
         self.seq = 0  # bumped by every progress message (waiters relay what is new)
         self.result: TaskResult | None = None
         self.published_screen = ""  # the screen last written to the store
+        self.on_question: Callable[[], None] = lambda: None  # the manager records the change at once
         scope.sink = self.on_progress
         scope.inbox.on_change = self._question_changed
 
@@ -69,6 +70,7 @@ class Job:
             self.asking.set()
         else:
             self.asking.clear()
+        self.on_question()
 
     @property
     def question(self) -> QuestionInfo | None:
@@ -219,6 +221,7 @@ class JobManager:
         )  # fmt: skip
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
+        job.on_question = lambda: self._record_question(job)
         with self._lock:
             if self._stopping:
                 raise SessionError("the server is shutting down", retryable=True)
@@ -329,6 +332,17 @@ class JobManager:
             job.cancel.set()
         for kind, payload in store.take_sent(job.job_id):
             deliver(job, kind, payload)
+
+    def _record_question(self, job: Job) -> None:
+        """A question asked or answered is in the store at once (kimi_jobs and other servers see it)."""
+        question = job.question
+        try:
+            self.store.update(
+                job.job_id, status=job.status,
+                question=None if question is None else question.model_dump(mode="json"),
+            )  # fmt: skip
+        except Exception as exc:
+            log.debug("job %s: question not recorded: %s", job.job_id, exc)
 
     # -- what callers send a running job ---------------------------------------------------------------
     def send(self, job_id: str, kind: str, payload: dict) -> None:

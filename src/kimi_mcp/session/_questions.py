@@ -22,6 +22,7 @@ log = get_logger("session")
 
 DISMISS_PAUSE = 0.5  # seconds after dismissing a panel
 STUCK_AFTER = 10.0  # seconds a panel may stay after its last answer was typed before it is dismissed
+UNLOGGED_WAIT = 8.0  # seconds a panel waits for its call to appear in the session log (under load: seconds)
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Questions:
         self.driver, self.keys, self.wire = driver, keys, wire
         self._scope = scope  # the session's current scope (a session is bound to each call's)
         self.pending: _Pending | None = None
+        self.seen_at: float | None = None  # when a panel whose call is not logged yet was first seen
 
     def on_panel(self) -> None:
         """One look while the panel is on screen: ask, wait for the answer, type it."""
@@ -85,6 +87,12 @@ class Questions:
     def _open(self, scope: Scope) -> None:
         self.wire.read()
         call = self._call()
+        now = time.monotonic()
+        if call is None and scope.questions != "dismiss":  # the panel can show before its call is logged
+            self.seen_at = self.seen_at or now
+            if now - self.seen_at < UNLOGGED_WAIT:
+                return
+        self.seen_at = None
         questions = questions_of(call.arguments) if call is not None else []
         if scope.questions == "dismiss" or not questions:
             why = (
@@ -129,6 +137,7 @@ class Questions:
         self.keys.play([(self.driver.dismiss_question_key, DISMISS_PAUSE)])
         scope.note(note)
         scope.progress("Kimi's question was dismissed")
+        log.info("dismissed Kimi's question: %s", note)
         if self.pending is not None:
             self.pending.done_at = time.monotonic()
         scope.inbox.withdraw()

@@ -86,6 +86,7 @@ async def ask_client(ctx: Context, job: Job) -> Outcome | mcp_types.InputRequire
         return "answered"  # answered meanwhile (another caller)
     caps = getattr(getattr(ctx, "session", None), "client_capabilities", None)
     if caps is None or getattr(caps, "elicitation", None) is None:
+        log.info("the client cannot be asked (no elicitation capability): the job waits for an answer")
         return "nobody"
     message, schema = form(info)
     if getattr(ctx, "_is_modern_protocol", lambda: False)():

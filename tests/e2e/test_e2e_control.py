@@ -1,0 +1,188 @@
+"""The control loop end to end (real client → real server → real Kimi, both dialects, the fake API): Kimi's
+question answered through an elicitation form or by ``kimi_job(action="answer")``, reaching the model; a
+message steered into a running turn; a token limit stopping Kimi with the files of the first step."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_moonshot import FakeMoonshot, Reply
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+from kimi_env import KimiUnderTest
+from mcp_helpers import processes_with_home, transport
+
+pytestmark = pytest.mark.e2e
+
+COLOUR = {
+    "questions": [
+        {
+            "question": "Which colour?",
+            "header": "Colour",
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
+            "multi_select": False,
+        }
+    ]
+}
+
+
+def run(kimi: KimiUnderTest, workspace: Path, log: Path, body, **client: Any) -> Any:
+    async def main():
+        async with Client(transport(kimi.env, workspace, log), timeout=600, **client) as connected:
+            return await body(connected)
+
+    return asyncio.run(main())
+
+
+async def call(client: Client, tool: str, args: dict) -> dict:
+    return (await client.call_tool(tool, args, raise_on_error=False)).structured_content
+
+
+def answered_with(fake: FakeMoonshot) -> dict:
+    """The answers the model got for the question: the AskUserQuestion result in the request after it."""
+    for request in fake.chat_requests()[1:]:
+        for message in request["body"]["messages"]:
+            content = message.get("content")
+            if message.get("role") != "tool" or "answers" not in json.dumps(content):
+                continue
+            if isinstance(content, list):  # kimi-cli: [<system>User has answered.</system>, the JSON]
+                content = content[-1]["text"]
+            return json.loads(content)
+    return {}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # input_required (2026-07-28), elicitation/create
+def test_a_form_answered_blue_reaches_the_model(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("painting it")], marker="ASK-7")
+    forms: list[str] = []
+
+    async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        forms.append(message)
+        return ElicitResult(action="accept", content={"answer": "Blue"})
+
+    async def body(client: Client):
+        return await call(client, "kimi_code_task", {"task_description": "ASK-7 pick a colour"})
+
+    result = run(kimi, workspace, tmp_path / "server.log", body, elicitation_handler=handler, mode=mode)
+    assert result["success"] is True and result["output"] == "painting it", result
+    assert forms == ["Kimi asks: Which colour?"]
+    assert answered_with(fake)["answers"] == {"Which colour?": "Blue"}
+    assert any("answered: Blue" in note for note in result["notes"])
+    assert not processes_with_home(kimi.home)
+
+
+def test_nobody_there_the_agent_answers_with_kimi_job(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    """A client without elicitation: the call returns ``waiting`` with the question at once; the answer
+    through kimi_job reaches the model and the job finishes; the waiting time did not count as the turn's."""
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("green it is")], marker="ASK-9")
+
+    async def body(client: Client):
+        waiting = await call(client, "kimi_code_task", {"task_description": "ASK-9 pick a colour"})
+        listed = await call(client, "kimi_jobs", {"status": "waiting"})
+        bad = await call(client, "kimi_job", {"job_id": waiting["job_id"], "action": "answer", "answer": []})
+        done = await call(
+            client,
+            "kimi_job",
+            {"job_id": waiting["job_id"], "action": "answer", "answer": "green", "wait_s": 120},
+        )
+        return waiting, listed, bad, done
+
+    waiting, listed, bad, done = run(kimi, workspace, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting" and waiting["success"] is None, waiting
+    assert waiting["question"]["text"] == "Which colour?" and waiting["question"]["header"] == "Colour"
+    assert [o["label"] for o in waiting["question"]["options"]] == ["Red", "Blue", "Green"]
+    assert [job["job_id"] for job in listed["jobs"]] == [waiting["job_id"]]
+    assert bad["error"]["type"] == "bad_input"
+    assert done["status"] == "done" and done["output"] == "green it is", done
+    assert answered_with(fake)["answers"] == {"Which colour?": "Green"}  # the label as Kimi offered it
+
+
+def test_a_question_nobody_answers_is_dismissed_after_the_question_timeout(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("carrying on")], marker="ASK-2")
+    kimi.env["KIMI_MCP_QUESTION_TIMEOUT"] = "3"
+
+    async def body(client: Client):
+        waiting = await call(client, "kimi_code_task", {"task_description": "ASK-2 pick"})
+        done = waiting
+        for _ in range(600):  # a wait returns at once while the question waits: ask again until it is gone
+            done = await call(client, "kimi_job", {"job_id": waiting["job_id"], "wait_s": 120})
+            if done["status"] != "waiting":
+                break
+            await asyncio.sleep(0.2)
+        return waiting, done
+
+    waiting, done = run(kimi, workspace, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting"
+    assert done["status"] == "done", done
+    assert any("nobody answered within 3s" in note for note in done["notes"]), done["notes"]
+    dismissed = answered_with(fake)
+    assert dismissed["answers"] == {} and "dismissed" in dismissed["note"]
+
+
+def test_a_message_steered_into_a_running_turn_reaches_the_model_in_that_turn(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    fake.script([Reply.tool(*kimi.shell("sleep 4")), Reply.text_reply("steered fine")], marker="STEER-4")
+
+    async def body(client: Client):
+        first = await call(client, "kimi_code_task", {"task_description": "STEER-4 work", "wait_s": 0})
+        while not fake.chat_requests():  # the turn began: Kimi runs its 4-second shell command next
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        steered = await call(
+            client, "kimi_steer", {"job_id": first["job_id"], "message": "STEER-4 USE-BLUE-PAINT"}
+        )
+        done = await call(client, "kimi_job", {"job_id": first["job_id"], "wait_s": 120})
+        return steered, done
+
+    steered, done = run(kimi, workspace, tmp_path / "server.log", body)
+    assert steered["error"] is None, steered
+    assert done["success"] is True and done["output"] == "steered fine", done
+    (message,) = done["messages"]
+    assert (message["text"], message["mode"], message["delivered"]) == (
+        "STEER-4 USE-BLUE-PAINT",
+        "steer",
+        "in_turn",
+    )
+    assert len(fake.chat_requests()) == 2  # one turn: the steered message went into it, not a new turn
+    last = fake.chat_requests()[-1]["body"]["messages"]
+    assert "USE-BLUE-PAINT" in json.dumps(last[-1])  # the turn's next request ends with it
+
+
+def test_max_tokens_stops_kimi_after_the_step_that_crosses_it(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    """Each fake step reports 1020 tokens: a limit of 1500 lets step one (one.txt) run and stops Kimi as
+    soon as step two's usage is logged, before its write is approved (the interrupt refuses it)."""
+    fake.script(
+        [
+            Reply.tool(*kimi.write("one.txt", "1\n")),
+            Reply.tool(*kimi.write("two.txt", "2\n")),
+            Reply.text_reply("never"),
+        ],
+        marker="TOKENS-3",
+    )
+
+    async def body(client: Client):
+        started = time.monotonic()
+        result = await call(client, "kimi_code_task", {"task_description": "TOKENS-3 go", "max_tokens": 1500})
+        return result, time.monotonic() - started
+
+    result, _took = run(kimi, workspace, tmp_path / "server.log", body)
+    assert result["success"] is False and result["error"]["type"] == "budget", result
+    assert result["error"]["retryable"] is False and "kimi_continue" in result["error"]["suggestion"]
+    assert result["files_created"] == ["one.txt"] and not (workspace / "two.txt").exists()
+    spent = result["usage"]["input_tokens"] + result["usage"]["output_tokens"]
+    assert 2040 <= spent <= 3060  # stopped within one step of crossing the limit (a request may be in flight)
+    assert not processes_with_home(kimi.home)
