@@ -126,8 +126,15 @@ class Task:
     def finished(self) -> bool:
         return all(job.done.is_set() for job in self.jobs)
 
+    def asking(self) -> Job | None:
+        """The job of the task whose question waits for an answer, if one does."""
+        return next((job for job in self.jobs if job.asking.is_set() and not job.done.is_set()), None)
+
     def status(self) -> tuple[TaskStatus, str]:
-        """The task's status and status message (``completed`` also for a failed job: its result says so)."""
+        """The task's status and status message (``completed`` also for a failed job: its result says so;
+        ``input_required`` while Kimi's question waits: tasks/update answers it)."""
+        if (job := self.asking()) is not None and (info := job.question) is not None:
+            return "input_required", f"Kimi asks: {info.text} · job {job.job_id}"[:STATUS_CHARS]
         if not self.finished():
             return "working", self.status_message()
         if self.cancelled and all(job.result and job.result.status == "cancelled" for job in self.jobs):
@@ -256,14 +263,24 @@ class JobTasks(ServerExtension):
             return await self._stored(params.task_id)
         now = datetime.now(UTC).isoformat()
         status, message = task.status()
-        result = None
+        result, requests = None, None
         if status == "completed":
             reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
             result = _call_tool_result(reply)
+        elif status == "input_required" and (job := task.asking()) is not None and job.question is not None:
+            from ._questions import QUESTION_KEY, form
+
+            text, schema = form(job.question)
+            requests = {
+                QUESTION_KEY: {
+                    "method": "elicitation/create",
+                    "params": {"message": text, "requestedSchema": schema},
+                }
+            }
         return GetTaskResult(
             task_id=task.task_id, status=status, status_message=message, result=result,
             created_at=task.created_at, last_updated_at=now, ttl_ms=self.ttl_ms,
-            poll_interval_ms=task.poll_interval_ms,
+            poll_interval_ms=task.poll_interval_ms, input_requests=requests,
         )  # fmt: skip
 
     async def _stored(self, task_id: str) -> GetTaskResult:
@@ -303,9 +320,25 @@ class JobTasks(ServerExtension):
         )  # fmt: skip
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> AckResult:
-        self._check(ctx)  # nothing is ever asked of a task yet: answers are ignored
-        if self._task(params.task_id) is None:
+        """The answer to the question a task waits on (``inputResponses``, as tasks/get asked for it):
+        typed into Kimi; anything else is acknowledged and ignored."""
+        from ._questions import QUESTION_KEY, deliver_response
+
+        self._check(ctx)
+        task = self._task(params.task_id)
+        if task is None:
             await self._stored(params.task_id)  # unknown: the same error as tasks/get
+            return AckResult()
+        response = params.input_responses.get(QUESTION_KEY)
+        job = task.asking()
+        if response is not None and job is not None and (info := job.question) is not None:
+            action = (
+                response.get("action") if isinstance(response, dict) else getattr(response, "action", None)
+            )
+            content = (
+                response.get("content") if isinstance(response, dict) else getattr(response, "content", None)
+            )
+            deliver_response(job, info, str(action), content)
         return AckResult()
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> AckResult:

@@ -212,3 +212,39 @@ def test_the_daily_token_budget_refuses_a_call_before_kimi_starts(workspace: Pat
     assert second["error"]["type"] == "budget" and "1100 tokens" in second["error"]["message"]
     assert len(spent.got) == 1  # the refused call started nothing
     assert negative["error"]["type"] == "bad_input" and "max_tokens" in negative["error"]["message"]
+
+
+def test_inside_a_task_the_question_makes_it_input_required_and_tasks_update_answers_it(
+    workspace: Path,
+) -> None:
+    from task_client import call_tool_task, tasks_extension
+
+    runner = AskingRunner()
+    forms: list[str] = []
+
+    async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        forms.append(message)
+        return ElicitResult(action="accept", content={"answer": "Green"})
+
+    async def body():
+        server = create_server(Settings(), run=runner)
+        async with Client(server, extensions=[tasks_extension()], elicitation_handler=handler) as client:
+            task = await call_tool_task(client, "kimi_code_task", task_args(workspace))
+            parked = None
+            for _ in range(200):
+                status = await task.status()
+                if status.status == "input_required":
+                    parked = status
+                    break
+                await asyncio.sleep(0.05)
+            result = await task.result()  # answers the input request through tasks/update, then polls
+            return task, parked, result
+
+    task, parked, result = run(body)
+    assert parked is not None and parked.status_message.startswith("Kimi asks: Which colour?")
+    assert task.task_id in parked.status_message
+    assert forms == ["Kimi asks: Which colour?"]
+    assert runner.got == [Choice(picks=(2,))]
+    assert (
+        result.structured_content["status"] == "done" and result.structured_content["job_id"] == task.task_id
+    )
