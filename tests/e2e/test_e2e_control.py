@@ -186,3 +186,31 @@ def test_max_tokens_stops_kimi_after_the_step_that_crosses_it(
     spent = result["usage"]["input_tokens"] + result["usage"]["output_tokens"]
     assert 2040 <= spent <= 3060  # stopped within one step of crossing the limit (a request may be in flight)
     assert not processes_with_home(kimi.home)
+
+
+def test_approvals_ask_forwards_a_shell_command_and_a_rejected_one_never_runs(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    fake.script(
+        [Reply.tool(*kimi.shell("touch ran.txt")), Reply.text_reply("did not run it")], marker="ASK-SH"
+    )
+
+    async def body(client: Client):
+        args = {"task_description": "ASK-SH run it", "approvals": "ask"}
+        waiting = await call(client, "kimi_code_task", args)
+        done = await call(
+            client,
+            "kimi_job",
+            {"job_id": waiting["job_id"], "action": "answer", "answer": "reject", "wait_s": 120},
+        )
+        return waiting, done
+
+    waiting, done = run(kimi, workspace, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting", waiting
+    question = waiting["question"]
+    assert question["kind"] == "approval" and "touch ran.txt" in question["text"]
+    assert [o["label"] for o in question["options"]] == ["approve", "reject"]
+    assert done["status"] == "done" and done["output"] == "did not run it", done["error"]
+    assert not (workspace / "ran.txt").exists()
+    (shell,) = done["evidence"]["tools_run"]
+    assert shell["approval"] == "rejected"

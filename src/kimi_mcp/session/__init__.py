@@ -102,7 +102,7 @@ class KimiSession:
         self.wire = SessionLog(
             driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress
         )
-        self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress)
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress, lambda: self.scope)
         self.questions = Questions(driver, self.term, self.wire, lambda: self.scope)
         self.turns = 0  # turns run in this session for its current scope
 

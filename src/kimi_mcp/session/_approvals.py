@@ -10,6 +10,9 @@ from typing import Protocol
 
 from .._logging import get_logger
 from ..drivers.base import Driver, squash
+from ..message import one_line
+from ..question import Choice, Option, Question
+from ..scope import DECLINED, Scope
 from ._policy import ApprovalPolicy
 from ._screen import TerminalScreen
 from ._wirelog import CallRecord, TurnTrace
@@ -21,6 +24,7 @@ PANEL_GRACE = 1.5  # a panel too tall to show what it is for waits this long, th
 PRESS_AGAIN_AFTER = 2.0  # seconds a panel may stay after its answer before the key is pressed again
 MAX_PRESSES = 3  # times one answer is pressed at most
 SHOWN_CHARS = 40  # characters of a command or path looked for in a panel (its start or its end)
+ASKED_CHARS = 2_000  # characters of a call's arguments an approval question shows
 _SHOWN_KEYS = ("command", "cmd", "path", "file_path", "url", "pattern", "content")
 
 
@@ -62,12 +66,15 @@ class Approvals:
         keys: Keys,
         wire: LogReader,
         progress: Callable[[str], None],
+        scope: Callable[[], Scope] | None = None,
     ) -> None:
         self.driver = driver
         self.policy = policy
         self.keys = keys
         self.wire = wire
         self._progress = progress
+        self._scope = scope or (lambda: Scope.detached())  # the session's current scope
+        self._asked: dict[str, float] = {}  # approvals asked of the caller (approvals="ask"), since when
 
     def answer(self, seen_at: float, answered: dict[str, Answer]) -> None:
         """Answer the panel on screen (first seen at ``seen_at``); ``answered`` holds this turn's answers.
@@ -90,6 +97,7 @@ class Approvals:
             return
         if call is None and now - seen_at < UNMATCHED_WAIT:
             return  # the session log shows the call before its panel; give it time (under load, seconds)
+        feedback = None
         if call is None:
             approve, reason = False, "approval panel without a matching tool call in the session log"
             self.wire.trace.unmatched.append(
@@ -97,7 +105,14 @@ class Approvals:
             )
         else:
             approve, reason = self._decide(call)
-        key = self._press_answer(approve, reason)
+            if approve and self._scope().approvals == "ask" and self.driver.tool_kind(call.name) != "read":
+                asked = self._ask(call, key_id)
+                if asked is None:
+                    call.approval = "auto"  # still pending: the panel is matched to it again next look
+                    return  # the caller has not answered yet: the panel waits
+                approve, reason, feedback = asked
+                call.approval = "approved" if approve else "rejected"
+        key = self._press_answer(approve, reason, feedback)
         answered[key_id] = Answer(key, time.monotonic(), 1, panel)
         verb = "approved" if approve else "rejected"
         name = call.name if call else "unknown tool"
@@ -139,11 +154,43 @@ class Approvals:
         call.approval = "approved" if approve else "rejected"
         return approve, reason
 
-    def _press_answer(self, approve: bool, reason: str) -> str:
+    def _ask(self, call: CallRecord, key_id: str) -> tuple[bool, str, str | None] | None:
+        """``approvals="ask"``: the approval asked of the caller like a question; (approve, reason, the
+        caller's feedback) once answered, None while it waits."""
+        scope = self._scope()
+        if key_id not in self._asked:
+            self._asked[key_id] = time.monotonic()
+            question = Question(
+                text=f"Kimi wants to run {call.name}: {one_line(call.arguments or '')[:ASKED_CHARS]}",
+                header="Approval",
+                options=(
+                    Option("approve", "let Kimi do it"),
+                    Option("reject", "refuse; Kimi goes on without it"),
+                ),
+            )
+            scope.pause()
+            scope.inbox.ask(question, kind="approval")
+            self._progress(f"asking the caller to approve {call.name}")
+            return None
+        answer = scope.inbox.take_answer()
+        if answer is None:
+            if time.monotonic() - self._asked[key_id] < scope.question_timeout:
+                return None
+            scope.inbox.withdraw()
+            scope.note(f"nobody answered the approval of {call.name} in time: it was rejected")
+            answer = DECLINED
+        scope.resume()
+        if isinstance(answer, Choice) and answer.picks == (0,):
+            return True, "approved by the caller", None
+        if isinstance(answer, Choice) and answer.text:
+            return False, "rejected by the caller", f"Rejected by the user: {answer.text}"
+        return False, "rejected by the caller", None
+
+    def _press_answer(self, approve: bool, reason: str, feedback: str | None = None) -> str:
         if approve:
             self.keys.write(self.driver.approve_key)
             return self.driver.approve_key
-        self.keys.play(self.driver.reject_with_feedback(self.policy.feedback(reason)))
+        self.keys.play(self.driver.reject_with_feedback(feedback or self.policy.feedback(reason)))
         return self.driver.reject_key  # pressed again if the panel stays: the feedback input did not take
 
 
