@@ -43,6 +43,10 @@ class StatusReport(BaseModel):
     live_sessions: int = Field(default=0, description="Kimi conversations kept alive for kimi_continue")
     standbys: int = Field(default=0, description="Ready Kimis waiting for the next call")
     running_jobs: list[str] = Field(default_factory=list, description="job_ids running in this server")
+    daily_tokens_used: int | None = Field(
+        default=None,
+        description="Tokens of the job store's jobs in the last 24 hours (with KIMI_MCP_DAILY_TOKENS)",
+    )
 
 
 def status_report(

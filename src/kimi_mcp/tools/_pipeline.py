@@ -101,6 +101,7 @@ class Call:
         self.settings = backend.settings
         self.workspace: Path | None = None
         self.redactor = Redactor()  # the run adds what it finds; done() masks the whole result with it
+        self.warnings: list[str] = []  # said in the notes of every job the call starts
         log.debug("%s: call received", cls.__name__)
 
     async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
@@ -140,11 +141,14 @@ class Call:
         request = TaskRequest(
             prompt=prompt, workspace=self.workspace, read_only=read_only, session_id=session_id, model=model,
         )  # fmt: skip
+        meter = tokens or self.meter()
         scope = Scope(
-            deadline=math.inf, redactor=self.redactor, tokens=tokens or self.meter(),
+            deadline=math.inf, redactor=self.redactor, tokens=meter,
             questions=self.settings.questions, question_timeout=self.settings.question_timeout,
             approvals=approvals or self.settings.approvals,
         )  # fmt: skip
+        for warning in self.warnings:
+            scope.note(warning)
         arguments = {**arguments, "model": model} if model else arguments
         arguments = {**arguments, "approvals": approvals} if approvals else arguments
         if isolation.isolated:
@@ -190,6 +194,8 @@ class Call:
                     "KIMI_MCP_DAILY_TOKENS.",
                     retryable=True,
                 )
+        if settings.daily_tokens is not None and used >= DAILY_WARNING * settings.daily_tokens:
+            self.warnings.append(daily_warning(used, settings.daily_tokens))
         return TokenMeter(limit, settings.daily_tokens, used)
 
     async def wait(self, job: Job, wait_s: float | None, *, own: bool = True, ask: bool = True) -> Reply:
@@ -253,6 +259,16 @@ class Call:
         reply = to_tool_result(result, self.settings, self.redactor)
         log.debug("result ready")
         return reply
+
+
+DAILY_WARNING = 0.8  # share of KIMI_MCP_DAILY_TOKENS from which results and kimi_status warn
+
+
+def daily_warning(used: int, daily: int) -> str:
+    return (
+        f"{used} of the daily {daily} tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours: "
+        f"{round(100 * used / daily)}%"
+    )
 
 
 Prompt = Callable[[Call, Path], str]

@@ -4,16 +4,18 @@ what it holds now (live sessions, standbys, running jobs). Runs no model turn.""
 from __future__ import annotations
 
 import functools
+import time
 
 import anyio
 from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 
+from ..jobs import DAY_S
 from ..status import StatusReport, status_report
 from ._budget import result_json
 from ._params import reads
-from ._pipeline import Backend, current_backend
+from ._pipeline import DAILY_WARNING, Backend, current_backend, daily_warning
 
 
 @tool(
@@ -31,5 +33,14 @@ async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult
     )
     report.standbys, report.live_sessions = backend.runner.held()
     report.running_jobs = [job.job_id for job in backend.jobs.running_here()]
+    daily = backend.settings.daily_tokens
+    if daily is not None:
+        try:
+            used = await anyio.to_thread.run_sync(backend.jobs.store.tokens_since, time.time() - DAY_S)
+        except Exception:  # the store's own problem is reported by the calls that need it
+            used = 0
+        report.daily_tokens_used = used
+        if used >= DAILY_WARNING * daily:
+            report.warnings.append(daily_warning(used, daily))
     payload = report.model_dump(mode="json")
     return ToolResult(content=result_json(payload), structured_content=payload)

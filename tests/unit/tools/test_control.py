@@ -248,3 +248,24 @@ def test_inside_a_task_the_question_makes_it_input_required_and_tasks_update_ans
     assert (
         result.structured_content["status"] == "done" and result.structured_content["job_id"] == task.task_id
     )
+
+
+def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(workspace: Path) -> None:
+    def costly(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        return TaskResult(
+            success=True, workspace=str(request.workspace), usage={"input_tokens": 800, "output_tokens": 50},
+            notes=list(scope.notes),
+        )  # fmt: skip
+
+    async def body():
+        async with Client(create_server(Settings(daily_tokens=1000), run=costly)) as client:
+            first = await client.call_tool("kimi_code_task", task_args(workspace))
+            second = await client.call_tool("kimi_code_task", task_args(workspace))
+            status = await client.call_tool("kimi_status", {})
+            return first.structured_content, second.structured_content, status.structured_content
+
+    first, second, status = run(body)
+    assert not any("KIMI_MCP_DAILY_TOKENS" in n for n in first["notes"])  # 0 used before it
+    assert any("850 of the daily 1000 tokens" in n for n in second["notes"]), second["notes"]
+    assert status["daily_tokens_used"] == 1700
+    assert any("1700 of the daily 1000" in w for w in status["warnings"])
