@@ -218,9 +218,10 @@ class Scope:
         self._paused_at: float | None = None
 
     @classmethod
-    def detached(cls, seconds: float = 60.0) -> Scope:
-        """A scope nobody controls (a standby's startup, a session kept after its turn)."""
-        return cls(deadline=time.monotonic() + seconds)
+    def detached(cls, seconds: float = 60.0, redactor: Redactor | None = None) -> Scope:
+        """A scope nobody controls (a standby's startup, a session kept after its turn: it keeps masking
+        what its call masked, ``redactor``, e.g. in the transcript saved when it closes)."""
+        return cls(deadline=time.monotonic() + seconds, redactor=redactor)
 
     def progress(self, message: str) -> None:
         self.sink(self.redactor(message))

@@ -164,7 +164,8 @@ def test_max_tokens_stops_kimi_after_the_step_that_crosses_it(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ) -> None:
     """Each fake step reports 1020 tokens: a limit of 1500 lets step one (one.txt) run and stops Kimi as
-    soon as step two's usage is logged, before its write is approved (the interrupt refuses it)."""
+    soon as step two's usage is logged. Kimi Code logs it before the step's tool calls run, so two.txt is
+    refused; kimi-cli logs it after them (measured), so step two's write is in, and reported."""
     fake.script(
         [
             Reply.tool(*kimi.write("one.txt", "1\n")),
@@ -182,7 +183,13 @@ def test_max_tokens_stops_kimi_after_the_step_that_crosses_it(
     result, _took = run(kimi, workspace, tmp_path / "server.log", body)
     assert result["success"] is False and result["error"]["type"] == "budget", result
     assert result["error"]["retryable"] is False and "kimi_continue" in result["error"]["suggestion"]
-    assert result["files_created"] == ["one.txt"] and not (workspace / "two.txt").exists()
+    if kimi.name == "kimi-code":
+        assert result["files_created"] == ["one.txt"] and not (workspace / "two.txt").exists()
+    else:
+        assert "one.txt" in result["files_created"]
+        assert sorted(result["files_created"]) == sorted(
+            p.name for p in workspace.glob("*.txt")
+        )  # all reported
     spent = result["usage"]["input_tokens"] + result["usage"]["output_tokens"]
     assert 2040 <= spent <= 3060  # stopped within one step of crossing the limit (a request may be in flight)
     assert not processes_with_home(kimi.home)
@@ -214,3 +221,44 @@ def test_approvals_ask_forwards_a_shell_command_and_a_rejected_one_never_runs(
     assert not (workspace / "ran.txt").exists()
     (shell,) = done["evidence"]["tools_run"]
     assert shell["approval"] == "rejected"
+
+
+@pytest.mark.parametrize("mode", ["interrupt", "queue"])
+def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path, mode: str
+) -> None:
+    """``interrupt`` stops the running turn (a 6-second command) and sends the message as the next turn;
+    ``queue`` waits for the turn to end. Either way one job covers both turns and lists the message."""
+    fake.script(
+        [
+            Reply.tool(*kimi.write("one.txt", "1\n")),
+            Reply.tool(*kimi.shell("sleep 6")),
+            Reply.text_reply("first"),
+        ],
+        marker="TURN-1",
+    )
+    fake.script([Reply.tool(*kimi.write("two.txt", "2\n")), Reply.text_reply("second")], marker="NEXT-2")
+
+    async def body(client: Client):
+        first = await call(client, "kimi_code_task", {"task_description": "TURN-1 go", "wait_s": 0})
+        while len(fake.chat_requests()) < 2:  # step two: Kimi runs its 6-second command next
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        sent = await call(
+            client, "kimi_steer", {"job_id": first["job_id"], "message": "NEXT-2 more", "mode": mode}
+        )
+        started = time.monotonic()
+        done = await call(client, "kimi_job", {"job_id": first["job_id"], "wait_s": 120})
+        return sent, done, time.monotonic() - started
+
+    sent, done, took = run(kimi, workspace, tmp_path / "server.log", body)
+    assert sent["error"] is None, sent
+    assert done["success"] is True and done["output"] == "second", done
+    assert sorted(done["files_created"]) == ["one.txt", "two.txt"]  # both turns' changes
+    (message,) = done["messages"]
+    assert (message["text"], message["mode"], message["delivered"]) == ("NEXT-2 more", mode, "next_turn")
+    if mode == "interrupt":
+        assert took < 5.5  # the 6-second command did not run out
+        assert fake.pending("TURN-1") == 1  # its last step ("first") was never asked for
+    else:
+        assert fake.pending("TURN-1") == 0  # the first turn ran to its end first

@@ -41,7 +41,15 @@ def test_tools_are_listed_with_annotations_and_schemas(legacy_env: dict, workspa
         return await client.list_tools()
 
     tools = {t.name: t for t in asyncio.run(with_client(legacy_env, workspace, tmp_path / "s.log", body))}
-    others = {"kimi_job", "kimi_jobs", "kimi_continue", "kimi_status", "kimi_apply", "kimi_discard"}
+    others = {
+        "kimi_job",
+        "kimi_jobs",
+        "kimi_continue",
+        "kimi_steer",
+        "kimi_status",
+        "kimi_apply",
+        "kimi_discard",
+    }
     assert set(tools) == READ_ONLY | WRITE | others
     for name in READ_ONLY | {"kimi_jobs", "kimi_status"}:
         assert tools[name].annotations.read_only_hint is True, name

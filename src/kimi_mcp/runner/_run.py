@@ -317,7 +317,7 @@ class TaskRun:
             self.trace = merged([*self.traces, *current])
         self.result.session_id = session.session_id
         if self.error is None and self.trace.ended:  # a clean turn: kept for a follow-up, or exits
-            session.bind(Scope.detached())
+            session.bind(Scope.detached(redactor=self.redactor))
             pool, settings = self.runner.pool, self.settings
             assert self.key is not None
             if not pool.keep(session, self.key, settings.session_idle, settings.max_live_sessions):
