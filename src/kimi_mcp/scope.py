@@ -131,10 +131,6 @@ class Inbox:
         with self._lock:
             return any(message.mode == mode for message in self._messages)
 
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._messages)
-
 
 class TokenMeter:
     """The tokens a job spent (input + output, summed over its steps, turns and attempts: attempts share

@@ -45,7 +45,6 @@ class Job:
 
     def __init__(self, record: JobRecord, cls: type[TaskResult], scope: Scope) -> None:
         self.job_id, self.cls, self.workspace = record.job_id, cls, record.workspace
-        self.read_only = record.read_only
         self.started = time.monotonic()
         self.scope = scope
         self.cancel = scope.cancel  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
@@ -114,7 +113,7 @@ class Job:
         return self.cls(
             success=None,
             job_id=self.job_id,
-            status="waiting" if question is not None else self.status,
+            status=self.status,
             progress=self.progress(files),
             question=question,
             workspace=self.workspace,

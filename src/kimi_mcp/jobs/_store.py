@@ -387,12 +387,13 @@ class JobStore:
                 )
 
     def take_sent(self, job_id: str) -> builtins.list[tuple[str, dict[str, Any]]]:
-        """What was left for ``job_id`` and not taken yet, oldest first (taken now: never twice)."""
+        """What was left for ``job_id`` and not taken yet, oldest first (taken now: never twice). The owner
+        asks every tick: a plain read answers when nothing was left, without taking the write lock."""
+        unread = "SELECT id, kind, payload FROM control WHERE job_id = ? AND taken_at IS NULL ORDER BY id"
+        if not self._query(unread, (job_id,)):
+            return []
         with self._write() as conn:
-            rows = conn.execute(
-                "SELECT id, kind, payload FROM control WHERE job_id = ? AND taken_at IS NULL ORDER BY id",
-                (job_id,),
-            ).fetchall()
+            rows = conn.execute(unread, (job_id,)).fetchall()
             if rows:
                 marks = ", ".join("?" * len(rows))
                 conn.execute(
