@@ -10,6 +10,7 @@ secrets must not leak into the server by accident). Existing variables win over 
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -213,9 +214,14 @@ class Settings(BaseModel):
             try:
                 if not (sep and slash and alias.strip()):
                     raise ValueError
-                prices[alias.strip()] = (float(given), float(taken))
+                price = (float(given), float(taken))
+                if min(price) < 0 or not all(math.isfinite(p) for p in price):
+                    raise ValueError
+                prices[alias.strip()] = price
             except ValueError:
-                raise ValueError(f"{part!r} is not 'alias=input/output' (USD per million tokens)") from None
+                raise ValueError(
+                    f"{part!r} is not 'alias=input/output' (USD per million tokens, not negative)"
+                ) from None
         return prices
 
     @field_validator("exclude_dirs", "tools", mode="before")

@@ -446,3 +446,24 @@ def test_a_bad_configuration_keeps_the_valid_values_and_gives_the_problem(
     assert "KIMI_MCP_MAX_CONCURRENT='0' (from the environment)" in problem.message
     monkeypatch.delenv("KIMI_MCP_MAX_CONCURRENT")
     assert configured()[1] is None
+
+
+def test_control_loop_settings_and_prices_are_read_and_bad_prices_refused(xdg: Path) -> None:
+    env = {
+        "XDG_CONFIG_HOME": str(xdg),
+        "KIMI_MCP_PRICES": " kimi-k2=0.6/2.5 , provider/k2=1/4 ",
+        "KIMI_MCP_MAX_TOKENS": "5000",
+        "KIMI_MCP_DAILY_TOKENS": "90000",
+        "KIMI_MCP_QUESTIONS": "dismiss",
+        "KIMI_MCP_APPROVALS": "ask",
+    }
+    settings = load_settings(env)
+    assert settings.prices == {"kimi-k2": (0.6, 2.5), "provider/k2": (1.0, 4.0)}
+    assert (settings.max_tokens, settings.daily_tokens) == (5000, 90000)
+    assert (settings.questions, settings.approvals, settings.question_timeout) == ("dismiss", "ask", 600.0)
+    for bad in ("k2=1", "k2=a/b", "=1/2", "k2=-1/2", "k2=1/nan", "k2=1/inf"):
+        with pytest.raises(ConfigError, match="KIMI_MCP_PRICES"):
+            load_settings({"XDG_CONFIG_HOME": str(xdg), "KIMI_MCP_PRICES": bad})
+    for name, bad in (("KIMI_MCP_MAX_TOKENS", "0"), ("KIMI_MCP_QUESTIONS", "maybe")):
+        with pytest.raises(ConfigError, match=name):
+            load_settings({"XDG_CONFIG_HOME": str(xdg), name: bad})
