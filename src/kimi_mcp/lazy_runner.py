@@ -32,7 +32,7 @@ class LazyRunner:
             return self._runner
 
     def __call__(self, request: TaskRequest, settings: Settings, **options: Any) -> TaskResult:
-        """Run one Kimi turn: the tools' ``RunTask``, whose ``options`` (``environ`` and the rest) go to
+        """Run one Kimi turn: the executors' ``RunTask``, whose ``options`` (``environ`` and the rest) go to
         ``Runner.run`` as they are."""
         return self.get().run(request, settings, **options)
 

@@ -29,7 +29,7 @@ from .secrets import configured_secrets
 from .tools import register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
-    from .tools._mcp import RunTask
+    from .executors import RunTask
 
 
 def create_server(

@@ -4,6 +4,7 @@ job store shared by every kimi-mcp server of the user (``_store``)."""
 from __future__ import annotations
 
 from ._manager import DAY_S, TICK, Job, JobManager, record_result, status_of
+from ._spec import JobSpec
 from ._store import FINISHED, STORE_FILE, JobRecord, JobRef, JobStore, owner_alive, owner_id
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "JobManager",
     "JobRecord",
     "JobRef",
+    "JobSpec",
     "JobStore",
     "owner_alive",
     "owner_id",

@@ -1,5 +1,6 @@
-"""Every tool call runs as a *job*: a thread of this server that runs the Kimi turn and the tool's finishing
-step, recorded in the job store from the moment it is accepted until its result is kept there.
+"""Every tool call runs as a *job*: its work described as data (a :class:`~kimi_mcp.jobs.JobSpec`), handed
+by a thread of this server to the manager's executor (``kimi_mcp.executors``: today this process's runner),
+recorded in the job store, spec included, from the moment it is accepted until its result is kept there.
 
 The call that started a job waits for it (``wait_s``, else until it is done); a call that stops waiting
 returns the job's status and ``kimi_job`` picks it up later, from this server's memory while it runs and
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
@@ -22,6 +24,7 @@ from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInf
 from ..question import Choice
 from ..scope import DECLINED, Message, Scope
 from ..task import RunWatch
+from ._spec import JobSpec
 from ._store import (
     FINISHED,
     INTERRUPTED_MESSAGE,
@@ -32,6 +35,9 @@ from ._store import (
     owner_alive,
     owner_id,
 )
+
+if TYPE_CHECKING:
+    from ..executors import Executor
 
 log = get_logger("jobs")
 
@@ -148,8 +154,15 @@ class JobManager:
         path: Path,
         ttl_days: float = 7.0,
         on_pruned: Callable[[list[JobRef], list[JobRef]], object] | None = None,
+        *,
+        executor: Executor | None = None,
+        mask: Callable[[Any], Any] = lambda value: value,
     ) -> None:
         self.path = path
+        #: where jobs run (None: this manager only reads the store, e.g. ``kimi-mcp jobs``)
+        self.executor = executor
+        #: masks the configured secrets in what the store keeps of a call (its arguments, its spec)
+        self.mask = mask
         self.ttl_days = ttl_days
         #: called with (the jobs pruned when the store opened, every job left): what only they held goes too
         self.on_pruned = on_pruned
@@ -195,28 +208,28 @@ class JobManager:
     # -- running -----------------------------------------------------------------------------------------
     def submit(
         self,
+        spec: JobSpec,
         *,
-        tool: str,
         cls: type[TaskResult],
-        workspace: str,
-        read_only: bool,
+        scope: Scope,
         arguments: dict,
         summary: str,
-        work: Callable[[Job], TaskResult],
-        scope: Scope,
-        session_id: str | None = None,
     ) -> Job:
-        """Record a job and start ``work(job)`` in its own thread. A conversation (``session_id``) has one
-        turn at a time: two Kimi processes on one conversation would split it in two."""
+        """Record a job and hand ``spec`` to the executor in the job's own thread; ``arguments``: what the
+        store shows of the call (secrets are masked here, in them and in the stored spec). A conversation
+        (``spec.session_id``) has one turn at a time: two Kimi processes on one conversation would split it."""
+        session_id = spec.session_id
         if session_id is not None and any(j.watch.session_id == session_id for j in self.running_here()):
             raise BadInput(
                 f"the conversation {session_id} has a turn running already",
                 suggestion="Wait for it with kimi_job (kimi_jobs lists it), then send the follow-up.",
                 retryable=True,
             )
+        if self.executor is None:
+            raise SessionError("this job manager has no executor (it only reads the store)")
         record = self.store.create(
-            tool=tool, workspace=workspace, read_only=read_only, arguments=arguments, owner=self.owner,
-            session_id=session_id, summary=summary[:200],
+            tool=spec.tool, workspace=spec.workspace, read_only=spec.read_only, arguments=self.mask(arguments),
+            owner=self.owner, session_id=session_id, summary=summary[:200], spec=self.mask(spec.to_dict()),
         )  # fmt: skip
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
@@ -226,14 +239,16 @@ class JobManager:
                 raise SessionError("the server is shutting down", retryable=True)
             self._jobs[job.job_id] = job
             self._start_ticker()
-        thread = threading.Thread(target=self._run, args=(job, work), name=f"kimi-job-{job.job_id}")
+        thread = threading.Thread(
+            target=self._run, args=(job, spec, self.executor), name=f"kimi-job-{job.job_id}"
+        )
         thread.daemon = True
         thread.start()
         return job
 
-    def _run(self, job: Job, work: Callable[[Job], TaskResult]) -> None:
+    def _run(self, job: Job, spec: JobSpec, executor: Executor) -> None:
         try:
-            result = work(job)
+            result = executor.run(spec, job_id=job.job_id, scope=job.scope, watch=job.watch)
         except KimiMCPError as exc:
             result = job.cls(success=False, workspace=job.workspace, error=ErrorInfo.from_exception(exc))
         except Exception as exc:  # a bug must still finish the job
@@ -372,6 +387,8 @@ class JobManager:
             store, self._store = self._store, None
         if store is not None:
             store.close()
+        if self.executor is not None:
+            self.executor.close()
 
 
 def deliver(job: Job, kind: str, payload: dict) -> None:

@@ -11,9 +11,9 @@ stop through ``cancel_requested``, which the owner polls. A job whose owner died
 by the next server that starts (:meth:`JobStore.interrupt_orphans`), never left ``running`` forever.
 
 The store is never the only copy of anything the user owns: files live in the workspace, the store holds
-results (arguments arrive with secrets already masked). One connection per store object, shared by the
-server's threads behind a lock; JSON is stored as text. The result is the last column, so listing jobs
-never reads its overflow pages.
+results and each job's spec, what it runs as data (arguments and spec arrive with secrets already masked).
+One connection per store object, shared by the server's threads behind a lock; JSON is stored as text. The
+result is the last column, so listing jobs never reads its overflow pages.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled", "interrupte
 UNFINISHED: frozenset[str] = STATUSES - FINISHED
 
 STORE_FILE = "jobs.sqlite3"  # the file's name inside the state directory
-SCHEMA_VERSION = 2  # PRAGMA user_version; each migration steps it
+SCHEMA_VERSION = 3  # PRAGMA user_version; each migration steps it
 
 INTERRUPTED_MESSAGE = "the kimi-mcp server running this job stopped before it finished"
 INTERRUPTED_SUGGESTION = (
@@ -67,6 +67,7 @@ CREATE TABLE jobs (
     question TEXT,
     arguments TEXT NOT NULL,
     screen TEXT,
+    spec TEXT,
     result TEXT
 )"""
 _INDEXES = """
@@ -97,7 +98,15 @@ SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at
     COALESCE(json_extract(result, '$.usage.input_tokens'), 0)
         + COALESCE(json_extract(result, '$.usage.output_tokens'), 0),
     json_extract(result, '$.model'), json_extract(result, '$.worktree.id'), arguments, result
-FROM jobs_v1
+FROM jobs_old
+"""
+# Version 2 lacked the spec (older jobs keep none).
+_FROM_V2 = """
+INSERT INTO jobs (job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at,
+    summary, cancel_requested, progress, tokens, model, copy, question, arguments, screen, result)
+SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at, summary,
+    cancel_requested, progress, tokens, model, copy, question, arguments, screen, result
+FROM jobs_old
 """
 
 _HAVE_PROC = os.path.exists("/proc/self/stat")
@@ -235,12 +244,12 @@ class JobStore:
                 exists = self._conn.execute(
                     "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
                 ).fetchone()
-                if exists:  # version 1 (an empty store has no table yet)
-                    self._conn.execute("ALTER TABLE jobs RENAME TO jobs_v1")
+                if exists:  # an older version (an empty store has no table yet): copied into the new table
+                    self._conn.execute("ALTER TABLE jobs RENAME TO jobs_old")
                 self._conn.execute(_TABLE)
                 if exists:
-                    self._conn.execute(_FROM_V1)
-                    self._conn.execute("DROP TABLE jobs_v1")  # its indexes go with it
+                    self._conn.execute(_FROM_V2 if version == 2 else _FROM_V1)
+                    self._conn.execute("DROP TABLE jobs_old")  # its indexes go with it
                 for statement in _INDEXES.split(";"):
                     if statement.strip():
                         self._conn.execute(statement)
@@ -279,8 +288,9 @@ class JobStore:
         status: str = "queued",
         session_id: str | None = None,
         summary: str = "",
+        spec: dict[str, Any] | None = None,
     ) -> JobRecord:
-        """Record a new, unfinished job and return it."""
+        """Record a new, unfinished job and return it (``spec``: its work as data, ``JobSpec.to_dict()``)."""
         _check_status(status, UNFINISHED)
         record = JobRecord(
             job_id="job_" + secrets.token_hex(8),
@@ -298,9 +308,9 @@ class JobStore:
             result=None,
             cancel_requested=False,
         )
-        values = _row_values(record)
+        values = (*_row_values(record), None if spec is None else _dumps(spec))
         self._execute(
-            f"INSERT INTO jobs ({_COLUMNS}, cancel_requested) VALUES ({', '.join('?' * len(values))}, 0)",
+            f"INSERT INTO jobs ({_COLUMNS}, spec, cancel_requested) VALUES ({', '.join('?' * len(values))}, 0)",
             values,
         )
         return record
@@ -401,6 +411,11 @@ class JobStore:
                     (time.time(), *(r[0] for r in rows)),
                 )
         return [(kind, json.loads(payload)) for _id, kind, payload in rows]
+
+    def spec(self, job_id: str) -> dict[str, Any] | None:
+        """The job's spec as recorded (``JobSpec.to_dict()``, masked), or None (unknown, or older than specs)."""
+        rows = self._query("SELECT spec FROM jobs WHERE job_id = ?", (job_id,))
+        return json.loads(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def get(self, job_id: str) -> JobRecord | None:
         """One job with its result, or None."""

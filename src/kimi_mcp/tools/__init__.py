@@ -25,9 +25,9 @@ from ..errors import KimiMCPError
 from ._tasks import JobTasks
 
 if TYPE_CHECKING:
+    from ..executors import RunTask
     from ..jobs import JobManager
     from ..lazy_runner import LazyRunner
-    from ._mcp import RunTask
 
 log = get_logger("tools")
 

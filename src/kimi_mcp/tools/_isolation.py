@@ -5,8 +5,6 @@ gains (the diff, the copy, the verify outcome) and the ranking of parallel attem
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -15,21 +13,15 @@ from .._logging import CLIENT, get_logger
 from ..config import Settings
 from ..errors import BadInput
 from ..jobs import FINISHED, JobManager
-from ..models import AttemptSummary, TaskResult, VerifyOutcome, WorktreeInfo
-from ..task import TaskRequest
+from ..models import AttemptSummary, TaskResult
 
 if TYPE_CHECKING:
-    from ..worktree import Isolated
+    pass
 
 log = get_logger("tools")
 
 IsolationMode = Literal["none", "worktree"]
 MAX_ATTEMPTS = 4
-APPLY_NOTE = (
-    "Kimi worked on an isolated copy of your tree (worktree.path); your tree is unchanged. Review diff, then "
-    "kimi_apply(job_id) lands it (three-way, all or nothing) or kimi_discard(job_id) drops it; "
-    "kimi_continue(session_id, ...) revises it in the same copy."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,46 +62,6 @@ def check_repository(workspace: Path, state: Path) -> None:
     from .. import worktree
 
     worktree.repo_top(workspace, state)
-
-
-def run_isolated(
-    request: TaskRequest,
-    isolation: Isolation,
-    job_id: str,
-    settings: Settings,
-    state: Path,
-    run: Callable[[TaskRequest], TaskResult],
-) -> tuple[TaskResult, Path]:
-    """One turn on an isolated copy (kept in ``state``, kimi-mcp's state directory): a new one named after
-    ``job_id``, or the conversation's (``isolation.copy``). Returns the result (its diff, copy and verify
-    outcome filled in, paths relative to the workspace as always) and the workspace inside the copy."""
-    from .. import worktree
-
-    if isolation.copy is not None:
-        copy = worktree.load(state, isolation.copy)
-    else:
-        copy = worktree.create(request.workspace, state, job_id)
-    result = run(dataclasses.replace(request, workspace=copy.workspace, isolated=True))
-    describe(result, copy)
-    if isolation.verify_command and result.success:
-        outcome = worktree.run_verify(copy, isolation.verify_command, settings.verify_timeout)
-        result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
-    result.workspace = str(request.workspace)
-    return result, copy.workspace
-
-
-def describe(result: TaskResult, copy: Isolated) -> None:
-    """Fill in ``diff`` and ``worktree``: the whole change of the copy against its base."""
-    from .. import worktree
-
-    change = worktree.diff(copy)
-    result.diff = change.text
-    result.worktree = WorktreeInfo(
-        id=copy.id, path=str(copy.workspace), base=copy.base, files_changed=len(change.files),
-        insertions=change.insertions, deletions=change.deletions,
-    )  # fmt: skip
-    if change.files and APPLY_NOTE not in result.notes:
-        result.notes.append(APPLY_NOTE)
 
 
 def copy_of(result: dict | None) -> str | None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import threading
 import time
 import warnings
-from collections.abc import Mapping
-from typing import Protocol
 
 import anyio
 import mcp_types
@@ -21,9 +19,7 @@ from ..config import Settings
 from ..errors import BadInput, KimiMCPError
 from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
-from ..scope import Scope
 from ..secrets import Redactor
-from ..task import RunWatch, TaskRequest
 from ..workspace import roots_to_paths
 from ._budget import fit_to_budget, result_json
 
@@ -32,20 +28,6 @@ log = get_logger("tools")
 HEARTBEAT_S = 5.0
 WAIT_STEP = 0.5  # seconds a waiting thread blocks before it looks whether its wait was cancelled
 ROOTS_KEY = "kimi_mcp_roots"
-
-
-class RunTask(Protocol):
-    """How a tool call runs a Kimi turn: the server's ``LazyRunner`` (a fake in the tool layer's unit tests)."""
-
-    def __call__(
-        self,
-        request: TaskRequest,
-        settings: Settings,
-        *,
-        scope: Scope,
-        environ: Mapping[str, str],
-        watch: RunWatch | None = None,
-    ) -> TaskResult: ...
 
 
 def _root_paths(listed: object) -> list[str]:

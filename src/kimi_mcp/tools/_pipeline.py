@@ -11,37 +11,33 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import anyio
 import mcp_types
 from fastmcp import Context, FastMCP
 from fastmcp.dependencies import CurrentFastMCP
 from fastmcp.tools.base import ToolResult
-from pydantic import BaseModel
 
-from .. import answers
 from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, BudgetError, KimiMCPError
-from ..jobs import DAY_S, STORE_FILE, Job, JobManager
+from ..executors import Local, RunTask, Runtime
+from ..jobs import DAY_S, STORE_FILE, Job, JobManager, JobSpec
 from ..lazy_runner import LazyRunner
-from ..models import GOING, Evidence, StructuredResult, TaskResult
+from ..models import GOING, TaskResult
 from ..scope import Scope, TokenMeter
 from ..secrets import Redactor, configured_secrets
-from ..task import TaskRequest
 from ..workspace import ContextFile, read_context_files, resolve_workspace
 from . import _questions as questions
 from . import _tasks as tasks
-from ._isolation import Isolation, check_repository, ranked, run_isolated, summary
-from ._mcp import RunTask, client_roots, error_result, to_tool_result, wait_for_job
+from ._isolation import Isolation, check_repository, ranked, summary
+from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
 from ._params import Reply
 
 log = get_logger("tools")
 
 NOT_ISOLATED = Isolation()
-
-R = TypeVar("R", bound=TaskResult)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +67,8 @@ class Backend:
             state / STORE_FILE,
             self.settings.job_ttl_days,
             on_pruned=functools.partial(forget_sessions, self.env),
+            executor=Local(Runtime(self.settings, self.env, state, self.run)),
+            mask=Redactor(configured_secrets(self.env)).mask_tree,
         )
         object.__setattr__(self, "jobs", jobs)
 
@@ -102,6 +100,7 @@ class Call:
         self.workspace: Path | None = None
         self.redactor = Redactor()  # the run adds what it finds; done() masks the whole result with it
         self.warnings: list[str] = []  # said in the notes of every job the call starts
+        self.sent: dict[str, str] = {}  # files the caller sent whose "after" the tool diffs (JobSpec.sent)
         log.debug("%s: call received", cls.__name__)
 
     async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
@@ -127,55 +126,38 @@ class Call:
         prompt: str,
         *,
         read_only: bool,
-        finish: Finish | None = None,
         session_id: str | None = None,
         model: str | None = None,
         isolation: Isolation = NOT_ISOLATED,
         tokens: TokenMeter | None = None,
         approvals: Literal["policy", "ask"] | None = None,
     ) -> Job:
-        """Start the job: Kimi's turn (``session_id``: a follow-up in that conversation; ``model``: the
-        call's model; ``isolation``: on an isolated copy of the tree; ``tokens``: the meter its attempts
-        share), then ``finish``."""
+        """Start the job: ``tool``'s work as a :class:`JobSpec` (Kimi's turn with ``prompt``; ``session_id``:
+        a follow-up in that conversation; ``model``: the call's model; ``isolation``: on an isolated copy of
+        the tree; ``tokens``: the meter its attempts share), handed to the server's executor."""
         assert self.workspace is not None
-        request = TaskRequest(
-            prompt=prompt, workspace=self.workspace, read_only=read_only, session_id=session_id, model=model,
-        )  # fmt: skip
         meter = tokens or self.meter()
+        spec = JobSpec(
+            tool=tool, prompt=prompt, workspace=str(self.workspace), read_only=read_only, arguments=arguments,
+            session_id=session_id, model=model, isolation=isolation.mode, verify_command=isolation.verify_command,
+            copy=isolation.copy, max_tokens=meter.max_tokens, approvals=approvals or self.settings.approvals,
+            sent=dict(self.sent),
+        )  # fmt: skip
         scope = Scope(
             deadline=math.inf, redactor=self.redactor, tokens=meter,
             questions=self.settings.questions, question_timeout=self.settings.question_timeout,
-            approvals=approvals or self.settings.approvals,
+            approvals=spec.approvals,
         )  # fmt: skip
         for warning in self.warnings:
             scope.note(warning)
-        arguments = {**arguments, "model": model} if model else arguments
-        arguments = {**arguments, "approvals": approvals} if approvals else arguments
+        shown = {**arguments, "model": model} if model else arguments
+        shown = {**shown, "approvals": approvals} if approvals else shown
         if isolation.isolated:
-            arguments = {**arguments, "isolation": "worktree", "verify_command": isolation.verify_command}
-        settings, run, env, state = self.settings, self.backend.run, self.backend.env, self.backend.state_dir
-
-        def work(job: Job) -> TaskResult:
-            def turn(req: TaskRequest) -> TaskResult:
-                return run(req, settings, scope=job.scope, environ=env, watch=job.watch)
-
-            if isolation.isolated:
-                base, where = run_isolated(request, isolation, job.job_id, settings, state, turn)
-            else:
-                base, where = turn(request), request.workspace
-            if finish is None:
-                return base
-            result = finish(self, base, where)
-            if isolation.isolated:  # the whole change, whatever the tool's own diff was
-                result.diff = base.diff
-            return result
-
-        masked = Redactor(configured_secrets(env)).mask_tree(_trimmed(arguments))
+            shown = {**shown, "isolation": "worktree", "verify_command": isolation.verify_command}
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
-            tool=tool, cls=self.cls, workspace=str(self.workspace), read_only=read_only, arguments=masked,
-            summary=summary, work=work, scope=scope, session_id=session_id,
-        )  # fmt: skip
+            spec, cls=self.cls, scope=scope, arguments=_trimmed(shown), summary=summary
+        )
 
     def meter(self, max_tokens: int | None = None) -> TokenMeter:
         """The token meter of this call's jobs (``max_tokens``: the call's limit, else the setting), with
@@ -272,9 +254,6 @@ def daily_warning(used: int, daily: int) -> str:
 
 
 Prompt = Callable[[Call, Path], str]
-Finish = Callable[["Call", TaskResult, Path], TaskResult]
-"""``finish(call, base, where)``: the tool's result from the run's; ``where``: the workspace Kimi worked in
-(an isolated copy's, or the call's)."""
 
 
 async def run_tool(
@@ -290,15 +269,15 @@ async def run_tool(
     wait_s: float | None = None,
     model: str | None = None,
     check: Callable[[], None] | None = None,
-    finish: Finish | None = None,
     isolation: Callable[[], Isolation] | None = None,
     max_tokens: int | None = None,
     approvals: Literal["policy", "ask"] | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
-    reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error);
-    ``finish(call, base)`` turns the run's TaskResult into the tool's own result (in the job's thread);
-    ``tool`` and ``arguments`` are what the job store records; ``model``: the call's model (None: the
+    reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error; the files
+    whose "after" the tool diffs go in ``call.sent``); ``tool`` names the finishing step that turns the
+    run's TaskResult into the tool's own result (:mod:`kimi_mcp.finish`), and with ``arguments`` is what
+    the job's spec and the store record; ``model``: the call's model (None: the
     default); ``isolation()``: how a write call runs (checked with the arguments), ``attempts`` > 1 runs
     that many jobs at once, each on its own copy; ``max_tokens``: the call's token limit (all its attempts
     together; None: the setting); ``approvals``: "ask" forwards Kimi's approvals to the caller."""
@@ -324,7 +303,6 @@ async def run_tool(
                 arguments,
                 text,
                 read_only=read_only,
-                finish=finish,
                 model=model,
                 isolation=how,
                 tokens=meter,
@@ -375,16 +353,3 @@ def not_blank(**arguments: str) -> Callable[[], None]:
                 raise BadInput(f"{name} is empty")
 
     return check
-
-
-def structured(cls: type[R], base: TaskResult, answer_model: type[BaseModel]) -> tuple[R, Any]:
-    """``base`` as a ``cls`` result, with Kimi's answer parsed as ``answer_model`` (``None`` if it does not
-    parse; the raw answer's preview is kept either way)."""
-    assert issubclass(cls, StructuredResult)
-    parsed, _raw = answers.parse_answer(base.output, answer_model)
-    result = cls(
-        **base.model_dump(), parse_ok=parsed is not None, raw_response_preview=answers.preview(base.output)
-    )
-    if parsed is not None and hasattr(parsed, "evidence"):
-        result.evidence = Evidence(**{**result.evidence.model_dump(), "cited": list(parsed.evidence)})
-    return result, parsed

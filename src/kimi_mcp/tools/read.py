@@ -11,11 +11,11 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from pydantic import BaseModel, Field
 
-from .. import answers, prompts
+from .. import prompts
 from ..errors import BadInput
-from ..models import AnalysisResult, ConsultResult, TaskResult, VerifyResult
+from ..models import AnalysisResult, ConsultResult, VerifyResult
 from ._params import IN_ONE_MESSAGE, TASK, Files, MaxTokens, Model, Reply, WaitS, WorkDir, reads
-from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
+from ._pipeline import Backend, Call, current_backend, not_blank, run_tool
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
 ConsultRole = Literal["skeptic", "architect", "debugger", "judge"]
@@ -58,17 +58,10 @@ async def kimi_analyze_code(
             call.files(file_paths, "file_paths", required=True), analysis_focus, role
         )
 
-    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
-        result, parsed = structured(AnalysisResult, base, answers.AnalysisAnswer)
-        result.role = role
-        result.analysis = parsed.analysis if parsed else base.output
-        result.suggestions = list(parsed.suggestions) if parsed else []
-        return result
-
     arguments = {"file_paths": file_paths, "analysis_focus": analysis_focus, "role": role}
     return await run_tool(
         ctx, backend, AnalysisResult, work_dir, prompt, tool="kimi_analyze_code", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, finish=finish, max_tokens=max_tokens,
+        read_only=True, wait_s=wait_s, model=model, max_tokens=max_tokens,
     )  # fmt: skip
 
 
@@ -101,14 +94,6 @@ async def kimi_verify(
     def text(call: Call, _ws: Path) -> str:
         return prompts.verify_prompt(listed, call.files(file_paths, "file_paths", required=True), prompt)
 
-    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
-        result, parsed = structured(VerifyResult, base, answers.VerifyAnswer)
-        if parsed:
-            result.verdict = parsed.verdict
-            result.findings = list(parsed.findings)
-            result.unmet_requirements = list(parsed.unmet_requirements)
-        return result
-
     def check() -> None:
         if not items:
             raise BadInput("requirements are empty")
@@ -116,7 +101,7 @@ async def kimi_verify(
     arguments = {"requirements": items, "file_paths": file_paths, "prompt": prompt}
     return await run_tool(
         ctx, backend, VerifyResult, work_dir, text, tool="kimi_verify", arguments=arguments, read_only=True,
-        wait_s=wait_s, model=model, check=check, finish=finish, max_tokens=max_tokens,
+        wait_s=wait_s, model=model, check=check, max_tokens=max_tokens,
     )  # fmt: skip
 
 
@@ -175,22 +160,9 @@ async def kimi_consult(
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
 
-    def finish(_call: Call, base: TaskResult, _where: Path) -> TaskResult:
-        result, parsed = structured(ConsultResult, base, answers.ConsultAnswer)
-        result.role = role
-        if parsed:
-            result.response = parsed.response
-            result.key_risks = list(parsed.key_risks)
-            result.assumptions = list(parsed.assumptions)
-            result.alternatives = list(parsed.alternatives)
-            result.confidence = parsed.confidence
-        else:
-            result.response = base.output
-        return result
-
     check = not_blank(message=message)
     arguments = {"role": role, "message": message, "file_paths": file_paths, **context}
     return await run_tool(
         ctx, backend, ConsultResult, work_dir, prompt, tool="kimi_consult", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, check=check, finish=finish, max_tokens=max_tokens,
+        read_only=True, wait_s=wait_s, model=model, check=check, max_tokens=max_tokens,
     )  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -12,8 +11,8 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from pydantic import Field
 
-from .. import answers, prompts
-from ..models import CodeChange, DebugResult, RefactorResult, TaskResult
+from .. import prompts
+from ..models import DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
 from ._isolation import Isolation, isolation_for
 from ._params import (
@@ -31,7 +30,7 @@ from ._params import (
     WorkDir,
     writes,
 )
-from ._pipeline import Backend, Call, current_backend, not_blank, run_tool, structured
+from ._pipeline import Backend, Call, current_backend, not_blank, run_tool
 
 
 @tool(
@@ -140,29 +139,11 @@ async def kimi_refactor(
     verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
-    target: dict[str, str] = {}
-
     def prompt(call: Call, ws: Path) -> str:
-        rel = target["path"] = safe_relative(ws, file_path)
-        original = target["original"] = call.files([rel], "file_path", required=True)[0].text
+        rel = safe_relative(ws, file_path)
+        original = call.files([rel], "file_path", required=True)[0].text
+        call.sent = {rel: original}  # the finisher diffs it (kimi_mcp.finish.refactored)
         return prompts.refactor_prompt(rel, original, refactor_instructions, safety_checks)
-
-    def refactored(call: Call, base: TaskResult, where: Path) -> RefactorResult:
-        rel, original = target["path"], target["original"]
-        result, parsed = structured(RefactorResult, base, answers.RefactorAnswer)
-        after, withheld = _read_after(call, where, rel)
-        result.file_path = rel
-        result.original_content = original
-        result.refactored_content = after
-        if withheld:
-            result.notes.append(f"{rel} after the turn is not shown and not diffed: {withheld}")
-        else:
-            result.diff = _diff(rel, original, after or "")
-        result.explanation = parsed.explanation if parsed else base.output
-        result.behavior_preserved = parsed.behavior_preserved if parsed else None
-        changed = {*base.files_created, *base.files_modified, *base.files_deleted}
-        result.other_files_changed = sorted(changed - {rel})
-        return result
 
     check = not_blank(refactor_instructions=refactor_instructions)
     arguments = {
@@ -170,7 +151,7 @@ async def kimi_refactor(
     }  # fmt: skip
     return await run_tool(
         ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
-        read_only=False, wait_s=wait_s, model=model, check=check, finish=refactored,
+        read_only=False, wait_s=wait_s, model=model, check=check,
         isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
         approvals=approvals,
     )  # fmt: skip
@@ -200,70 +181,19 @@ async def kimi_debug(
     verify_command: VerifyCommand = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
-    originals: dict[str, str] = {}
-
     def prompt(call: Call, _ws: Path) -> str:
         files = call.files(relevant_files, "relevant_files")
-        originals.update((f.path, f.text) for f in files)
+        call.sent = {f.path: f.text for f in files}  # the "before" of the diffs (kimi_mcp.finish.debugged)
         return prompts.debug_prompt(error_message, files, context)
-
-    def debugged(call: Call, base: TaskResult, where: Path) -> DebugResult:
-        result, parsed = structured(DebugResult, base, answers.DebugAnswer)
-        described = {c.path: c.description for c in parsed.code_changes} if parsed else {}
-        for path in [*base.files_modified, *base.files_created]:
-            diff = ""
-            if path in originals:  # only what the caller sent has a "before" to diff against
-                after, withheld = _read_after(call, where, path)
-                if withheld:
-                    result.notes.append(f"{path} after the turn is not diffed: {withheld}")
-                else:
-                    diff = _diff(path, originals[path], after or "")
-            result.code_changes.append(CodeChange(path=path, description=described.get(path, ""), diff=diff))
-        if parsed:
-            result.diagnosis, result.root_cause, result.solution = (
-                parsed.diagnosis,
-                parsed.root_cause,
-                parsed.solution,
-            )
-        else:
-            result.diagnosis = base.output
-        return result
 
     check = not_blank(error_message=error_message)
     arguments = {"error_message": error_message, "relevant_files": relevant_files, "context": context}
     return await run_tool(
         ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
-        read_only=False, wait_s=wait_s, model=model, check=check, finish=debugged,
+        read_only=False, wait_s=wait_s, model=model, check=check,
         isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
         approvals=approvals,
     )  # fmt: skip
-
-
-def _read_after(call: Call, where: Path, rel: str) -> tuple[str | None, str | None]:
-    """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
-    tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a
-    binary, or more than ``max_context_bytes`` characters (the cap on what was sent)."""
-    from .. import tracker  # loaded with the first call's runner anyway
-
-    cap = call.settings.max_context_bytes
-    report = tracker.collect_contents(
-        where, [rel], tracker.TrackerOptions(max_file_chars=cap, max_total_chars=cap)
-    )
-    if rel in report.secret_files:
-        return None, "it looks like a secret file"
-    if rel in report.binary_files:
-        return None, "it is binary, a symlink, or resolves outside the workspace"
-    if report.truncated:
-        return None, f"it is larger than {cap} characters (KIMI_MCP_MAX_CONTEXT_BYTES)"
-    return report.file_contents.get(rel), None
-
-
-def _diff(path: str, before: str, after: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
-        )
-    )
 
 
 def isolated(

@@ -6,29 +6,59 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from polling import wait_until
 
 from kimi_mcp.errors import BadInput
-from kimi_mcp.jobs import JobManager, JobStore
+from kimi_mcp.executors import Executor
+from kimi_mcp.jobs import JobManager, JobSpec, JobStore
 from kimi_mcp.jobs import _manager as manager_module
 from kimi_mcp.models import ErrorInfo, TaskResult
 from kimi_mcp.scope import Scope
+from kimi_mcp.task import RunWatch
+
+
+class Works(Executor):
+    """Runs each spec's work: a function of the running job, found by the spec's prompt."""
+
+    def __init__(self) -> None:
+        self.jobs: JobManager | None = None
+        self.works: dict[str, Callable] = {}
+
+    def run(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
+        assert self.jobs is not None
+        job = self.jobs.local(job_id)
+        assert job is not None and job.scope is scope and job.watch is watch
+        return self.works.pop(spec.prompt)(job)
+
+
+def managed(path: Path) -> JobManager:
+    works = Works()
+    jobs = works.jobs = JobManager(path, executor=works)
+    return jobs
 
 
 @pytest.fixture
 def manager(tmp_path: Path):
-    jobs = JobManager(tmp_path / "state" / "jobs.sqlite3")
+    jobs = managed(tmp_path / "state" / "jobs.sqlite3")
     yield jobs
     jobs.shutdown()
 
 
 def submit(jobs: JobManager, work, session_id: str | None = None):
+    assert isinstance(jobs.executor, Works)
+    prompt = f"do the thing {len(jobs.executor.works)} {time.monotonic()}\nsecond line"
+    jobs.executor.works[prompt] = work
+    spec = JobSpec(
+        tool="kimi_code_task", prompt=prompt, workspace="/w", read_only=False, arguments={"task": "t"},
+        session_id=session_id,
+    )  # fmt: skip
     return jobs.submit(
-        tool="kimi_code_task", cls=TaskResult, workspace="/w", read_only=False, arguments={"task": "t"},
-        summary="do the thing\nsecond line", work=work, scope=Scope(deadline=math.inf), session_id=session_id,
+        spec, cls=TaskResult, arguments={"task": "t"}, summary="do the thing\nsecond line",
+        scope=Scope(deadline=math.inf),
     )  # fmt: skip
 
 
@@ -88,7 +118,7 @@ def test_progress_reaches_the_store_and_a_remote_cancel_reaches_the_job(
 
 
 def test_shutdown_records_running_jobs_as_interrupted_for_good(tmp_path: Path) -> None:
-    jobs = JobManager(tmp_path / "jobs.sqlite3")
+    jobs = managed(tmp_path / "jobs.sqlite3")
     release = threading.Event()
 
     def work(job):

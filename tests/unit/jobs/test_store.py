@@ -559,6 +559,51 @@ def test_a_version_1_store_is_migrated_with_its_jobs_and_their_columns(db: Path)
         store.close()
 
 
+V2_SCHEMA = """
+CREATE TABLE jobs (job_id TEXT PRIMARY KEY, tool TEXT NOT NULL, workspace TEXT NOT NULL,
+    read_only INTEGER NOT NULL, status TEXT NOT NULL, session_id TEXT, owner TEXT NOT NULL,
+    started_at REAL NOT NULL, finished_at REAL, summary TEXT NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0, progress TEXT, tokens INTEGER NOT NULL DEFAULT 0, model TEXT,
+    copy TEXT, question TEXT, arguments TEXT NOT NULL, screen TEXT, result TEXT);
+CREATE INDEX jobs_started ON jobs (started_at);
+CREATE TABLE control (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, kind TEXT NOT NULL,
+    payload TEXT NOT NULL, created_at REAL NOT NULL, taken_at REAL);
+INSERT INTO control (job_id, kind, payload, created_at) VALUES ('job_b', 'message', '{"text": "hi"}', 1.0);
+PRAGMA user_version = 2;
+"""
+
+
+def test_a_version_2_store_is_migrated_keeping_every_column_and_what_was_sent(db: Path) -> None:
+    """A store of the release before job specs: its rows keep every column (no spec: None), the control
+    table keeps what was sent, the spec column comes before the result, and new jobs record their spec."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.executescript(V2_SCHEMA)
+        conn.execute(
+            "INSERT INTO jobs VALUES ('job_b', 'kimi_prompt', '/w', 1, 'waiting', 'sid', '1:2', 10.0, NULL, 's', 1, "
+            '\'{"activity": "x"}\', 77, \'kimi-k2\', \'job_b\', \'{"text": "Which?"}\', \'{"prompt": "p"}\', '
+            "'screen', NULL)"
+        )
+    conn.close()
+    store = JobStore(db)
+    try:
+        old = store.get("job_b")
+        assert old is not None and old.read_only and old.cancel_requested and old.arguments == {"prompt": "p"}
+        assert (old.tokens, old.model, old.copy, old.question) == (77, "kimi-k2", "job_b", {"text": "Which?"})
+        assert old.progress == {"activity": "x"} and store.screen("job_b") == ("waiting", "screen")
+        assert store.spec("job_b") is None and store.take_sent("job_b") == [("message", {"text": "hi"})]
+        columns = [row[1] for row in store._query("PRAGMA table_info(jobs)")]
+        assert columns[-2:] == ["spec", "result"]
+        assert store._query("PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        spec = {"tool": "kimi_prompt", "prompt": "p", "workspace": "/w", "read_only": False}
+        job = store.create(
+            tool="kimi_prompt", workspace="/w", read_only=False, arguments={}, owner="1:2", spec=spec
+        )
+        assert store.spec(job.job_id) == spec and store.spec("job_nope") is None
+    finally:
+        store.close()
+
+
 def test_sent_answers_and_messages_are_taken_once_and_only_for_unfinished_jobs(db: Path) -> None:
     store = JobStore(db)
     try:

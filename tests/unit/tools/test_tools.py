@@ -289,16 +289,16 @@ def test_debug_reads_only_what_it_diffs_and_diffs_off_the_event_loop(
 ) -> None:
     import threading
 
-    from kimi_mcp.tools import write
+    from kimi_mcp import finish
 
     ws, outside = tmp_path / "ws", tmp_path / "outside.txt"
     ws.mkdir()
     outside.write_text("TEXT FROM OUTSIDE THE WORKSPACE\n")
     (ws / "a.py").write_text("x = y\n")
     diffed_in: list[str] = []
-    real_diff = write._diff
+    real_diff = finish._diff
     monkeypatch.setattr(
-        write, "_diff", lambda *a: diffed_in.append(threading.current_thread().name) or real_diff(*a)
+        finish, "_diff", lambda *a: diffed_in.append(threading.current_thread().name) or real_diff(*a)
     )
 
     def act(request) -> TaskResult:
