@@ -45,6 +45,9 @@ __all__ = [
 log = get_logger("session")
 
 TRUST_PAUSE = 0.3  # seconds after answering the trust prompt
+STOP_STEP = 0.2  # seconds between looks at the screen while a turn is being stopped
+REPRESS_AFTER = 1.0  # seconds a busy Kimi has to take the interrupt key before it is pressed again
+PANEL_GONE = 2.0  # seconds a panel answered while stopping has to go (its key is never pressed twice sooner)
 
 
 class State(enum.Enum):
@@ -221,8 +224,8 @@ class KimiSession:
             if self.term.alive() and not self.term.eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(INTERRUPT_WAIT)
-                clear = self.driver.clear_input_sequence()  # stray text on the prompt blocks the exit keys
-                exits = [self.driver.exit_sequence(), clear + self.driver.exit_sequence()]
+                clear = self.driver.clear_input_sequence()  # stray text would be sent with the exit keys
+                exits = [clear + self.driver.exit_sequence(), clear + self.driver.exit_sequence()]
                 self.term.leave([*exits, clear + self.driver.exit_retry_sequence()], self.wire.read)
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
@@ -357,7 +360,10 @@ class KimiSession:
         )
 
     def _interrupt(self, wait: float) -> None:
-        """Interrupt a running turn and give Kimi a moment to log its end."""
+        """Stop a running turn and give Kimi a moment to log its end. A panel on screen is answered "no"
+        first (its reject key; a dismissed question): on a panel the interrupt key may mean "reject, go
+        on" and Enter "approve", so neither is pressed there. The interrupt key goes to a busy Kimi once,
+        and once more after each panel answered on the way (the turn's next step may show one)."""
         if not self.term.started or self.term.eof or not self.trace.begun or self.trace.ended:
             return
 
@@ -365,9 +371,32 @@ class KimiSession:
             self.wire.read()
             return self.trace.ended or self.term.eof
 
+        end = time.monotonic() + wait
+        pressed = -math.inf  # when the interrupt key was last pressed
+        panels = {
+            ScreenState.APPROVAL: self.driver.reject_key,
+            ScreenState.QUESTION: self.driver.dismiss_question_key,
+        }
+
+        def state() -> ScreenState:
+            return self.driver.classify(self.term.screen.lines)
+
         with contextlib.suppress(Exception):
-            self.term.write(self.driver.interrupt_key)
-            self.term.until(ended, wait)
+            while not ended() and (left := end - time.monotonic()) > 0:
+                shown = state()
+                if (
+                    shown in panels
+                ):  # answer it, then interrupt as soon as it is gone (before the next step's)
+                    self.term.write(panels[shown])
+                    pressed = -math.inf
+                    self.term.until(
+                        lambda shown=shown: ended() or state() is not shown, min(PANEL_GONE, left)
+                    )
+                    continue
+                if time.monotonic() - pressed >= REPRESS_AFTER and (shown is ScreenState.BUSY or pressed < 0):
+                    self.term.write(self.driver.interrupt_key)  # again if a busy Kimi did not take it
+                    pressed = time.monotonic()
+                self.term.until(lambda: ended() or state() in panels, min(STOP_STEP, left))
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""

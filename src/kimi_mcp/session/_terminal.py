@@ -144,9 +144,14 @@ class Terminal:
 
     def leave(self, sequences: list[list[tuple[str, float]]], refresh: Callable[[], None]) -> None:
         """Type one exit sequence after the other until Kimi exits, each once the screen is idle (or
-        after a short wait for that); a retry logs the screen it was not obeyed on."""
+        after a short wait for that); a retry logs the screen it was not obeyed on. Never on a panel
+        (an approval or a question): there Enter approves, so that attempt types nothing (the caller
+        terminates what is left)."""
         for attempt, sequence in enumerate(sequences):
             idle = self.wait_idle(EXIT_IDLE_FIRST if attempt == 0 else EXIT_IDLE_RETRY, refresh)
+            if self.driver.classify(self.screen.lines) in (ScreenState.APPROVAL, ScreenState.QUESTION):
+                log.warning("Kimi shows a panel: no exit keys typed (attempt %d)", attempt + 1)
+                continue
             if attempt:
                 log.warning(
                     "Kimi did not exit (attempt %d, idle=%s); screen:\n%s",

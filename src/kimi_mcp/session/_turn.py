@@ -17,7 +17,7 @@ from ._wirelog import SessionLog, TurnTrace
 
 log = get_logger("session")
 
-INTERRUPT_WAIT = 2.0  # seconds Kimi has to log the end of an interrupted turn
+INTERRUPT_WAIT = 4.0  # seconds Kimi has to log the end of an interrupted turn (panels answered on the way)
 AUTH_ERROR_AFTER = 0.5  # a ready screen this long after the submit may show why the turn never began
 RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is submitted again
 NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
