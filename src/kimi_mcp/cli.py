@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "show a running job's Kimi screen, redrawn as it changes until the job ends (read-only; Ctrl-C "
         "leaves)",
     ),
+    "worker": (
+        "worker",
+        "run kimi-mcp servers' jobs on this machine, taken from the broker (--broker URL or KIMI_MCP_BROKER: "
+        "Docket on Redis), with this machine's Kimi",
+    ),
     "install-kimi": (
         "install_kimi",
         "install Kimi Code and Node 22 (with npm) into kimi-mcp's own data directory, where the server finds "

@@ -197,8 +197,30 @@ class Settings(BaseModel):
         "results then carry usage.cost_usd",
     )
     tools: list[str] | None = Field(default=None, description="Allow-list of tool names to register")
+    broker: str | None = Field(
+        default=None,
+        description="Run jobs on kimi-mcp workers through Docket on this Redis (redis://[:password@]host:port/db, "
+        "rediss://, unix:///path.sock); a broker off loopback needs a password. Unset: jobs run in this server",
+        repr=False,
+    )
+    bundle_max_mb: float = Field(
+        default=200.0, gt=0, description="Largest git bundle (the tree sent to a worker) in MB"
+    )
+    job_retries: int = Field(
+        default=2, ge=0, description="Times a job whose worker died runs again on another worker (a broker)"
+    )
 
     model_config = {"extra": "forbid"}
+
+    @field_validator("broker")
+    @classmethod
+    def _check_broker(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        problem = broker_problem(value.strip())
+        if problem:
+            raise ValueError(problem)
+        return value.strip()
 
     @field_validator("prices", mode="before")
     @classmethod
@@ -238,6 +260,34 @@ SOURCE_VARIABLES = (
     "ENV_FILE",
     "FAST_CONNECT",
 )  # FAST_CONNECT: read by _connect, before any setting
+
+
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def broker_problem(url: str) -> str | None:
+    """Why ``url`` cannot be kimi-mcp's broker, or None. Docket pickles its messages: whoever can write to
+    the Redis can run code on every worker and on the server, so a broker that is neither on loopback nor a
+    unix socket must have a password. The password is never part of the message."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return "not a URL (redis://[:password@]host:port/db, rediss://..., unix:///path/redis.sock)"
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        return f"the scheme must be redis://, rediss:// or unix://, not {parts.scheme or 'none'}://"
+    if parts.scheme == "unix":
+        return None if parts.path else "unix:// needs the socket's path (unix:///path/redis.sock)"
+    if not host:
+        return "no host (redis://[:password@]host:port/db)"
+    if host not in LOOPBACK_HOSTS and not parts.password:
+        return (
+            f"a broker on {host} (not loopback) must have a password (redis://:PASSWORD@{host}:...): whoever can "
+            "write to it can run code on every worker and on this server"
+        )
+    return None
 
 
 def unknown_variables(environ: Any = None) -> list[str]:

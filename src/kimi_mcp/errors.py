@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 ErrorType = Literal[
-    "install", "auth", "api", "session", "timeout", "cancelled", "filesystem", "bad_input", "config", "budget"
+    "install",
+    "auth",
+    "api",
+    "session",
+    "timeout",
+    "cancelled",
+    "filesystem",
+    "bad_input",
+    "config",
+    "budget",
+    "broker",
 ]
 
 
@@ -84,6 +94,17 @@ class BudgetError(KimiMCPError):
 
     type = "budget"
     default_suggestion = "Continue with kimi_continue and a larger max_tokens if more work is worth it."
+
+
+class BrokerError(KimiMCPError):
+    """The job broker (``KIMI_MCP_BROKER``: Redis, through Docket) cannot be reached or refused us."""
+
+    type = "broker"
+    default_suggestion = (
+        "Check that the Redis named by KIMI_MCP_BROKER runs and is reachable from this machine (host, port, "
+        "password, TLS for rediss://), e.g. `redis-cli -u URL ping`; kimi_job still answers from the job store."
+    )
+    default_retryable = True
 
 
 class WorkspaceError(KimiMCPError):

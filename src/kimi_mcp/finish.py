@@ -138,6 +138,20 @@ FINISHERS: dict[str, Finisher] = {
 }
 
 
+RESULT_CLASSES: dict[str, type[TaskResult]] = {
+    "kimi_analyze_code": AnalysisResult,
+    "kimi_verify": VerifyResult,
+    "kimi_consult": ConsultResult,
+    "kimi_refactor": RefactorResult,
+    "kimi_debug": DebugResult,
+}
+
+
+def result_class(tool: str) -> type[TaskResult]:
+    """The class of ``tool``'s results (a result that crossed a process boundary is read back as it)."""
+    return RESULT_CLASSES.get(tool, TaskResult)
+
+
 def _read_after(where: Path, rel: str, cap: int) -> tuple[str | None, str | None]:
     """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
     tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a

@@ -184,6 +184,9 @@ class TaskResult(BaseModel):
     workspace: str = ""
     dialect: str = ""
     kimi_version: str = ""
+    worker: str | None = Field(
+        default=None, description="The kimi-mcp worker that ran the job (KIMI_MCP_BROKER); null: this server"
+    )
     model: str | None = Field(
         default=None,
         description="The model alias Kimi ran with (the call's, KIMI_MCP_MODEL or Kimi's default); null: Kimi had "

@@ -162,6 +162,7 @@ class Redactor:
 def configured_secrets(env: Mapping[str, str]) -> list[str]:
     """API keys and tokens from the environment and from Kimi's own stored configuration."""
     values = [env[name] for name in SECRET_ENV_VARS if env.get(name)]
+    values += _broker_password(env.get("KIMI_MCP_BROKER", ""))
     for folder in kimi_state_dirs(env):
         stored = [folder / "config.toml", folder / "config.json", *_children(folder / "credentials")]
         for path in stored:
@@ -169,6 +170,17 @@ def configured_secrets(env: Mapping[str, str]) -> list[str]:
             if text:
                 values += _STORED_KEY.findall(text)
     return values
+
+
+def _broker_password(url: str) -> list[str]:
+    """The password in a ``KIMI_MCP_BROKER`` URL (and the URL itself, which carries it)."""
+    from urllib.parse import urlsplit
+
+    try:
+        password = urlsplit(url).password if url else None
+    except ValueError:
+        return []
+    return [url, password] if password else []
 
 
 def file_secret_values(text: str) -> list[str]:

@@ -20,7 +20,15 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__
 from ._logging import CLIENT, setup_logging
-from .config import ConfigError, Settings, configured, load_env_file, read_environment, unknown_variables
+from .config import (
+    ConfigError,
+    Settings,
+    broker_problem,
+    configured,
+    load_env_file,
+    read_environment,
+    unknown_variables,
+)
 from .errors import KimiMCPError, SettingsError
 from .http_auth import http_auth
 from .instructions import INSTRUCTIONS
@@ -78,6 +86,9 @@ def serve(args: argparse.Namespace) -> None:
     except ConfigError as exc:  # never serve HTTP off loopback without its token
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
+    if (broker := env.get("KIMI_MCP_BROKER", "").strip()) and (why := broker_problem(broker)):
+        print(f"kimi-mcp: KIMI_MCP_BROKER refused: {why}", file=sys.stderr)  # pickles: never an open Redis
+        raise SystemExit(2)
     logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
     for warning in unknown_variables(env):
         logger.warning("%s", warning, extra=CLIENT)

@@ -47,6 +47,14 @@ class StatusReport(BaseModel):
         default=None,
         description="Tokens of the job store's jobs in the last 24 hours (with KIMI_MCP_DAILY_TOKENS)",
     )
+    broker: str | None = Field(
+        default=None, description="Where jobs run: the broker's host (KIMI_MCP_BROKER; null: in this server)"
+    )
+    workers: list[dict] = Field(
+        default_factory=list,
+        description="The workers heard from lately (name, host, dialect, kimi_version, models, slots, free_slots, "
+        "heartbeat), with a broker",
+    )
 
 
 def status_report(

@@ -51,13 +51,23 @@ class Local(Executor):
         def turn(request: TaskRequest) -> TaskResult:
             return runtime.run(request, runtime.settings, scope=scope, environ=runtime.env, watch=watch)
 
-        request = spec.request()
         if not spec.isolated:
-            return finish(spec, turn(request), request.workspace, runtime.settings)
+            return run_turn(spec, runtime, scope=scope, watch=watch)
+        request = spec.request()
         base, where = run_isolated(spec, request, job_id, runtime, turn)
         result = finish(spec, base, where, runtime.settings)
         result.diff = base.diff  # the whole change, whatever the tool's own diff was
         return result
+
+
+def run_turn(
+    spec: JobSpec, runtime: Runtime, *, scope: Scope, watch: RunWatch, isolated: bool = False
+) -> TaskResult:
+    """The spec's turn in ``spec.workspace`` (``isolated``: a one-off copy, no standby kept for it), then its
+    tool's finishing step."""
+    request = dataclasses.replace(spec.request(), isolated=isolated)
+    base = runtime.run(request, runtime.settings, scope=scope, environ=runtime.env, watch=watch)
+    return finish(spec, base, request.workspace, runtime.settings)
 
 
 def run_isolated(

@@ -22,7 +22,7 @@ from fastmcp.tools.base import ToolResult
 from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, BudgetError, KimiMCPError
-from ..executors import Local, RunTask, Runtime
+from ..executors import Executor, Local, Remote, RunTask, Runtime
 from ..jobs import DAY_S, STORE_FILE, Job, JobManager, JobSpec
 from ..lazy_runner import LazyRunner
 from ..models import GOING, TaskResult
@@ -67,7 +67,7 @@ class Backend:
             state / STORE_FILE,
             self.settings.job_ttl_days,
             on_pruned=functools.partial(forget_sessions, self.env),
-            executor=Local(Runtime(self.settings, self.env, state, self.run)),
+            executor=executor_for(Runtime(self.settings, self.env, state, self.run)),
             mask=Redactor(configured_secrets(self.env)).mask_tree,
         )
         object.__setattr__(self, "jobs", jobs)
@@ -76,6 +76,13 @@ class Backend:
         """Raise the configuration problem, if there is one."""
         if self.problem is not None:
             raise self.problem
+
+
+def executor_for(runtime: Runtime) -> Executor:
+    """Where this server's jobs run: on workers through the broker (``KIMI_MCP_BROKER``), else here."""
+    if runtime.settings.broker:
+        return Remote(runtime, runtime.settings.broker)
+    return Local(runtime)
 
 
 _backends: weakref.WeakKeyDictionary[FastMCP, Backend] = weakref.WeakKeyDictionary()

@@ -12,6 +12,7 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 
 from ..jobs import DAY_S
+from ..models import ErrorInfo
 from ..status import StatusReport, status_report
 from ._budget import result_json
 from ._params import reads
@@ -42,5 +43,26 @@ async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult
         report.daily_tokens_used = used
         if used >= DAILY_WARNING * daily:
             report.warnings.append(daily_warning(used, daily))
+    if backend.settings.broker:
+        await _workers(report, backend.settings.broker)
     payload = report.model_dump(mode="json")
     return ToolResult(content=result_json(payload), structured_content=payload)
+
+
+async def _workers(report: StatusReport, url: str) -> None:
+    """The broker's workers into ``report`` (an unreachable broker is a problem, said with what to check)."""
+    from .. import broker
+
+    report.broker = broker.broker_host(url)
+    try:
+        with anyio.fail_after(5):
+            async with broker.open_docket(url) as docket, docket.redis() as redis:
+                report.workers = await broker.live_workers(redis)
+    except Exception as exc:
+        report.problems.append(ErrorInfo.from_exception(broker.unreachable(report.broker, exc)))
+        report.success = False
+        return
+    if not report.workers:
+        report.warnings.append(
+            f"no kimi-mcp worker is listening on the broker {report.broker}: jobs will wait"
+        )

@@ -19,6 +19,7 @@ missing from ``.gitignore`` is hashed into the copy); ``Change.text`` is not tru
 
 from __future__ import annotations
 
+from . import _bundle as bundles
 from ._apply import apply
 from ._create import create
 from ._diff import SECRET_NOTE, diff
@@ -37,6 +38,7 @@ __all__ = [
     "Isolated",
     "Verify",
     "apply",
+    "bundles",
     "create",
     "diff",
     "discard",

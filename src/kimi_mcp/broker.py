@@ -1,0 +1,103 @@
+"""The job broker (``KIMI_MCP_BROKER``): Docket on Redis between kimi-mcp servers and workers.
+
+One shared docket (``DOCKET``) carries new jobs to whichever worker is free; each worker also has a docket of
+its own (:func:`worker_docket`) for the follow-ups of the conversations it holds. One task, registered by
+name (``TASK``): :func:`kimi_mcp.remote.run_job`, with one plain dict argument. Besides Docket's own keys, a
+few of kimi-mcp's under ``kimi-mcp:``: the bundles in flight (``blob:``), a job's cancel flag (``cancel:``),
+which worker holds a conversation (``session:``) and the workers' announcements (``workers``).
+
+Docket pickles its messages: whoever can write to this Redis can run code on every worker and on the server
+(``config.broker_problem`` refuses a broker off loopback without a password).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+from .errors import BrokerError
+
+if TYPE_CHECKING:
+    from docket import Docket
+
+DOCKET = "kimi-mcp"
+TASK = "kimi_mcp_job"
+PREFIX = "kimi-mcp:"
+WORKERS = PREFIX + "workers"  # hash: worker name → its announcement (JSON)
+BLOB_TTL_S = 86_400
+SESSION_TTL_S = 7 * 86_400
+HEARTBEAT_S = 2.0
+STALE_S = 15.0  # a worker not heard from for this long is gone
+
+
+def worker_docket(name: str) -> str:
+    """The docket of one worker's own queue (the follow-ups of the conversations it holds)."""
+    return f"{DOCKET}.worker.{name}"
+
+
+def blob_key() -> str:
+    return f"{PREFIX}blob:{secrets.token_hex(12)}"
+
+
+def cancel_key(job_id: str) -> str:
+    return f"{PREFIX}cancel:{job_id}"
+
+
+def session_key(session_id: str) -> str:
+    return f"{PREFIX}session:{session_id}"
+
+
+def unreachable(url_host: str, exc: BaseException) -> BrokerError:
+    """The error of a call that cannot reach the broker (never the URL: it may carry the password)."""
+    return BrokerError(
+        f"the job broker (KIMI_MCP_BROKER, Redis on {url_host}) cannot be reached: {type(exc).__name__}",
+        details={"broker": url_host},
+    )
+
+
+def broker_host(url: str) -> str:
+    """Where the broker is, for messages: host:port or the socket's path, never the password."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return parts.path
+    return f"{parts.hostname}:{parts.port or 6379}"
+
+
+def open_docket(url: str, name: str = DOCKET) -> Docket:
+    """A Docket on the broker with kimi-mcp's task registered (enter it with ``async with``)."""
+    from docket import Docket
+
+    from .remote import run_job
+
+    docket = Docket(name=name, url=url, execution_ttl=_execution_ttl())
+    docket.register(run_job, names=[TASK])
+    return docket
+
+
+def _execution_ttl() -> Any:
+    from datetime import timedelta
+
+    return timedelta(days=1)  # a server restarted within a day still finds its jobs' outcomes
+
+
+async def announce(redis: Any, name: str, facts: dict[str, Any]) -> None:
+    await redis.hset(WORKERS, name, json.dumps({**facts, "name": name, "heartbeat": time.time()}))
+
+
+async def withdraw(redis: Any, name: str) -> None:
+    await redis.hdel(WORKERS, name)
+
+
+async def live_workers(redis: Any) -> list[dict[str, Any]]:
+    """The workers heard from in the last ``STALE_S`` seconds, by name."""
+    now = time.time()
+    found = []
+    for raw in (await redis.hgetall(WORKERS)).values():
+        facts = json.loads(raw)
+        if now - float(facts.get("heartbeat", 0)) <= STALE_S:
+            found.append(facts)
+    return sorted(found, key=lambda facts: facts["name"])

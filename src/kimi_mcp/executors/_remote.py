@@ -1,0 +1,221 @@
+"""The remote executor (``KIMI_MCP_BROKER``): each job goes to a ``kimi-mcp worker`` through Docket on Redis.
+
+The tree travels as git: the job's isolated copy is made here as for a local worktree job, its base goes to
+the worker as a bundle, and the worker's turn comes back as a bundle that is applied to the copy's work
+tree; so ``diff``, ``kimi_apply``, ``kimi_discard`` and the resources behave as for a local copy. A job
+with ``isolation="none"`` is applied to the user's tree when it returns (three-way, all or nothing; a
+conflict leaves it unapplied and ``kimi_apply`` can retry). A follow-up goes to the worker that holds the
+conversation (its own queue). A workspace outside a git work tree cannot travel: it runs here, and the
+result's notes say so.
+
+The request is one plain dict: ``job_id``, ``spec`` (``JobSpec.to_dict()``), ``copy``, ``origin``, ``subdir``,
+``base``, ``start`` (the commit the turn starts from), ``exclude`` (the user's ``info/exclude``) and ``bundle``
+(the Redis key of the base's bundle, for a copy the worker does not hold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import socket
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import broker
+from .._logging import get_logger
+from ..errors import BadInput, BrokerError, KimiMCPError, SessionError
+from ..models import TaskResult
+from ..scope import Scope
+from ..task import RunWatch
+from ._base import Executor
+from ._local import Local, Runtime, describe
+
+if TYPE_CHECKING:
+    from ..jobs import JobSpec
+    from ..worktree import Isolated
+
+log = get_logger("executors")
+
+POLL_S = 0.2
+_TERMINAL = ("completed", "failed", "cancelled")
+
+
+class Remote(Executor):
+    """Runs each job on a worker (see the module's notes); ``url``: the broker."""
+
+    def __init__(self, runtime: Runtime, url: str) -> None:
+        self.runtime, self.url = runtime, url
+        self.local = Local(runtime)
+        self.host = broker.broker_host(url)
+
+    def run(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
+        from .. import worktree
+
+        state = self.runtime.state_dir
+        try:
+            worktree.repo_top(Path(spec.workspace), state)
+        except BadInput as exc:
+            scope.note(f"This job ran in the kimi-mcp server, not on a worker: {exc.message}; only a git work "
+                       "tree can travel to a worker.")  # fmt: skip
+            return self.local.run(spec, job_id=job_id, scope=scope, watch=watch)
+        if spec.copy is not None:
+            iso = worktree.load(state, spec.copy)
+        else:
+            iso = worktree.create(Path(spec.workspace), state, job_id)
+        request = self._request(spec, job_id, iso)
+        blob = None if spec.copy is not None else self._base_bundle(iso)
+        answer = self._dispatch(request, blob, spec.session_id, scope, watch)
+        return self._finish(spec, iso, request, answer, scope)
+
+    def _request(self, spec: JobSpec, job_id: str, iso: Isolated) -> dict[str, Any]:
+        from ..worktree import bundles
+
+        exclude = iso.checkout / ".git" / "info" / "exclude"
+        return {
+            "job_id": job_id, "spec": spec.to_dict(), "copy": iso.id, "origin": origin_of(iso),
+            "subdir": iso.subdir, "base": iso.base, "start": bundles.turn_start(iso),
+            "exclude": exclude.read_text() if exclude.is_file() else "", "bundle": None,
+        }  # fmt: skip
+
+    def _base_bundle(self, iso: Isolated) -> bytes:
+        from ..worktree import bundles
+
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "base.bundle"
+            bundles.pack_base(iso, out)
+            limit = self.runtime.settings.bundle_max_mb
+            if not bundles.bundle_size_ok(out, limit):
+                size = out.stat().st_size / 1024 / 1024
+                raise BadInput(
+                    f"the workspace's repository makes a {size:.0f} MB bundle, more than KIMI_MCP_BUNDLE_MAX_MB="
+                    f"{limit:g}",
+                    suggestion="Raise KIMI_MCP_BUNDLE_MAX_MB, or run this task without a broker.",
+                )
+            return out.read_bytes()
+
+    def _dispatch(
+        self, request: dict[str, Any], blob: bytes | None, session: str | None, scope: Scope, watch: RunWatch
+    ) -> dict[str, Any]:
+        try:
+            return asyncio.run(_Dispatch(self.url, request, blob, session, scope, watch).run())
+        except KimiMCPError:
+            raise
+        except (OSError, TimeoutError) as exc:
+            raise broker.unreachable(self.host, exc) from exc
+        except Exception as exc:
+            if type(exc).__module__.startswith("redis"):
+                raise broker.unreachable(self.host, exc) from exc
+            raise
+
+    def _finish(
+        self, spec: JobSpec, iso: Isolated, request: dict[str, Any], answer: dict[str, Any], scope: Scope
+    ) -> TaskResult:
+        from ..finish import result_class
+        from ..worktree import bundles
+
+        result = result_class(spec.tool).model_validate(answer["result"])
+        result.worker = answer.get("worker")
+        data = answer.get("bundle_bytes")
+        if data is not None:
+            with tempfile.TemporaryDirectory() as folder:
+                file = Path(folder) / "turn.bundle"
+                file.write_bytes(data)
+                bundles.unpack_turn(iso, file, answer["ref"], request["start"], answer["end"])
+        describe(result, iso)
+        result.workspace = spec.workspace
+        if not spec.isolated and result.worktree is not None and result.worktree.files_changed:
+            _apply_on_return(iso, result)
+        return result
+
+
+def origin_of(iso: Isolated) -> str:
+    """The origin a worker keeps one repository for: this machine and the user's repository."""
+    return hashlib.sha256(f"{socket.gethostname()}:{iso.repo}".encode()).hexdigest()[:20]
+
+
+def _apply_on_return(iso: Isolated, result: TaskResult) -> None:
+    """``isolation="none"``: the worker's change lands in the user's tree now (all or nothing)."""
+    from .. import worktree
+
+    applied = worktree.apply(iso)
+    if applied.ok:
+        result.notes.append(f"Applied to your tree: {len(applied.applied)} path(s) (Kimi ran on a worker).")
+    else:
+        paths = ", ".join(c.path for c in applied.conflicts)
+        result.notes.append(
+            f"Not applied: {paths} changed in your tree meanwhile. Nothing was written; resolve them and "
+            f"retry with kimi_apply(job_id={result.job_id or '...'}), or ask Kimi to adapt (kimi_continue)."
+        )
+
+
+class _Dispatch:
+    """One job's round trip through the broker (in the job's thread, on an event loop of its own)."""
+
+    def __init__(
+        self, url: str, request: dict[str, Any], blob: bytes | None, session: str | None, scope: Scope,
+        watch: RunWatch,
+    ) -> None:  # fmt: skip
+        self.url, self.request, self.blob, self.session = url, request, blob, session
+        self.scope, self.watch = scope, watch
+
+    async def run(self) -> dict[str, Any]:
+        async with broker.open_docket(self.url) as shared:
+            async with shared.redis() as redis:
+                if self.blob is not None:
+                    self.request["bundle"] = key = broker.blob_key()
+                    await redis.set(key, self.blob, ex=broker.BLOB_TTL_S)
+                holder = await self._holder(redis)
+            if holder is None:
+                answer = await self._run_on(shared)
+            else:
+                async with broker.open_docket(self.url, broker.worker_docket(holder)) as own:
+                    answer = await self._run_on(own)
+            async with shared.redis() as redis:
+                if self.request["bundle"]:
+                    await redis.delete(self.request["bundle"])
+                if answer.get("bundle"):
+                    answer["bundle_bytes"] = await redis.get(answer["bundle"])
+                    await redis.delete(answer["bundle"])
+        return answer
+
+    async def _holder(self, redis: Any) -> str | None:
+        """The live worker that holds the conversation of a follow-up (its copy and its Kimi session)."""
+        if self.session is None or self.blob is not None:
+            return None
+        name = await redis.get(broker.session_key(self.session))
+        name = name.decode() if isinstance(name, bytes) else name
+        live = {w["name"] for w in await broker.live_workers(redis)}
+        if name is None or name not in live:
+            raise SessionError(
+                f"the worker that held conversation {self.session} ({name or 'unknown'}) is gone",
+                suggestion="Start the task again; its copy and diff are kept here (kimi_apply still works).",
+                retryable=False,
+            )
+        return name
+
+    async def _run_on(self, docket: Any) -> dict[str, Any]:
+        execution = await docket.add(broker.TASK, key=self.request["job_id"])(self.request)
+        cancel_sent, said = False, None
+        async with docket.redis() as redis:
+            while True:
+                await execution.sync()
+                message = execution.progress.message
+                if message and message != said:
+                    said = message
+                    self.watch.queued = False
+                    self.scope.progress(message)
+                if execution.state.value in _TERMINAL:
+                    break
+                if self.scope.cancel.is_set() and not cancel_sent:
+                    await redis.set(broker.cancel_key(self.request["job_id"]), "1", ex=3600)
+                    cancel_sent = True
+                await asyncio.sleep(POLL_S)
+        try:
+            return await execution.get_result()
+        except KimiMCPError:
+            raise
+        except Exception as exc:
+            raise BrokerError(
+                f"the worker failed the job: {type(exc).__name__}: {exc}", retryable=True
+            ) from exc

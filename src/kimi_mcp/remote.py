@@ -1,0 +1,139 @@
+"""A job on a worker: the Docket task (``broker.TASK``) that ``kimi-mcp worker`` runs.
+
+The request is one plain dict (see ``executors._remote``): the job's spec, the copy it works in and, for a
+copy this worker does not hold yet, the bundle of its base. The worker checks the base out (one bare
+repository per origin, one work tree per copy, kept for the conversation's follow-ups), runs the spec there
+as the local executor would (Kimi through this worker's runner, then the tool's finishing step), runs the
+verify command, and answers with the result and a bundle of the turn's commit. Progress goes out as
+Docket progress messages; a cancel flag in Redis interrupts the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from docket import Progress
+
+from . import broker
+from ._logging import get_logger
+from .errors import KimiMCPError, SessionError
+from .executors import Runtime
+from .models import ErrorInfo, TaskResult
+from .scope import Scope
+from .task import RunWatch
+
+log = get_logger("worker")
+
+CANCEL_POLL_S = 0.5
+
+
+@dataclass
+class WorkerContext:
+    """What this process's worker runs jobs with (set by ``kimi-mcp worker``)."""
+
+    name: str
+    runtime: Runtime
+    docket: Any  # the shared docket (its Redis connection)
+    busy: int = 0
+
+
+CURRENT: WorkerContext | None = None
+
+
+async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> dict[str, Any]:  # noqa: B008
+    """The Docket task: run one job here; answers {"result", "bundle", "ref", "start", "end", "worker"}."""
+    worker = CURRENT
+    if worker is None:
+        raise SessionError("this process is not a kimi-mcp worker")
+    job_id = request["job_id"]
+    loop = asyncio.get_running_loop()
+    scope = Scope(deadline=float("inf"))
+    scope.sink = lambda message: asyncio.run_coroutine_threadsafe(progress.set_message(message), loop)
+    async with worker.docket.redis() as redis:
+        blob = await redis.get(request["bundle"]) if request.get("bundle") else None
+        work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, scope))
+        while not work.done():
+            if await redis.exists(broker.cancel_key(job_id)):
+                scope.cancel.set()
+            await asyncio.wait([work], timeout=CANCEL_POLL_S)
+        answer = work.result()
+        data = answer.pop("_bundle")
+        if data is not None:
+            key = broker.blob_key()
+            await redis.set(key, data, ex=broker.BLOB_TTL_S)
+            answer["bundle"] = key
+        session = answer["result"].get("session_id")
+        if session:
+            await redis.set(broker.session_key(session), worker.name, ex=broker.SESSION_TTL_S)
+    return answer
+
+
+def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, scope: Scope) -> dict[str, Any]:
+    """In a thread: check the tree out, run the spec, pack the turn; every failure is the job's result."""
+    from .executors._local import run_turn
+    from .jobs import JobSpec
+    from .worktree import bundles, run_verify
+    from .worktree._model import Isolated
+
+    runtime = worker.runtime
+    spec = JobSpec.from_dict(request["spec"])
+    copy, state = request["copy"], runtime.state_dir
+    origin = state / "origins" / f"{request['origin']}.git"
+    root = state / "checkouts" / copy
+    iso = Isolated(
+        id=copy, root=root, repo=root, subdir=request["subdir"], base=request["base"], created_at=0.0
+    )
+    worker.busy += 1
+    try:
+        if blob is not None:
+            if iso.checkout.exists():  # a job run again here: start over from the base
+                bundles.remove_checkout(origin, iso.checkout)
+            with tempfile.NamedTemporaryFile(suffix=".bundle") as file:
+                file.write(blob)
+                file.flush()
+                bundles.check_out_base(
+                    origin, Path(file.name), request["base"], iso.checkout, copy, request["exclude"]
+                )
+        elif not iso.checkout.is_dir():
+            raise SessionError(
+                f"the worker {worker.name} no longer holds the copy {copy}",
+                suggestion="Start the task again (kimi_code_task), or continue where its copy is.",
+                retryable=True,
+            )
+        result = _turn(spec, iso, runtime, scope, run_turn)
+        if spec.verify_command and result.success:
+            outcome = run_verify(iso, spec.verify_command, runtime.settings.verify_timeout)
+            result.verify = _verify_info(outcome)
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "turn.bundle"
+            ref, end = bundles.pack_turn(iso.checkout, request["start"], out, copy)
+            data = out.read_bytes()
+    except KimiMCPError as exc:
+        failed = TaskResult(success=False, workspace=spec.workspace, error=ErrorInfo.from_exception(exc))
+        return {"result": failed.model_dump(mode="json"), "_bundle": None, "worker": worker.name}
+    finally:
+        worker.busy -= 1
+    result.worker = worker.name
+    return {
+        "result": result.model_dump(mode="json"), "_bundle": data, "ref": ref, "start": request["start"],
+        "end": end, "worker": worker.name, "at": time.time(),
+    }  # fmt: skip
+
+
+def _turn(spec: Any, iso: Any, runtime: Runtime, scope: Scope, run_turn: Any) -> TaskResult:
+    here = dataclasses.replace(
+        spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
+    )
+    return run_turn(here, runtime, scope=scope, watch=RunWatch(), isolated=True)
+
+
+def _verify_info(outcome: Any) -> Any:
+    from .models import VerifyOutcome
+
+    return VerifyOutcome(**dataclasses.asdict(outcome))

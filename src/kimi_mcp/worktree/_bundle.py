@@ -1,0 +1,118 @@
+"""The tree as git, between a server and a worker (``KIMI_MCP_BROKER``).
+
+Server → worker: the base of a job's isolated copy (the user's tree as it is: HEAD plus uncommitted and
+untracked files, ignored files never), as a bundle of ``refs/kimi/base`` (:func:`pack_base`). The worker keeps
+one bare repository per origin; it fetches the bundle there and checks the base out in a work tree of that
+repository for the job (:func:`check_out_base`). After the turn it commits what its work tree holds (ignored
+files never) on top of where the turn started and bundles just that commit (:func:`pack_turn`); the server
+fetches it into the copy's repository and applies the turn's change to the copy's work tree
+(:func:`unpack_turn`), so ``diff``, ``kimi_apply`` and the rest see what a local turn would have left there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ..errors import WorkspaceError
+from ._git import git, git_env, lines
+from ._model import Isolated
+
+BASE_REF = "refs/kimi/base"
+HEAD_REF = "refs/kimi/head"  # the copy's newest turn (server side)
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "kimi-mcp",
+    "GIT_AUTHOR_EMAIL": "kimi-mcp@localhost",
+    "GIT_COMMITTER_NAME": "kimi-mcp",
+    "GIT_COMMITTER_EMAIL": "kimi-mcp@localhost",
+}
+
+
+def pack_base(iso: Isolated, out: Path) -> str:
+    """Bundle the copy's base (with its history) into ``out``; returns the base commit."""
+    dotgit = iso.checkout / ".git"
+    git(["bundle", "create", "-q", str(out), BASE_REF], cwd=iso.checkout, git_dir=dotgit)
+    return iso.base
+
+
+def turn_start(iso: Isolated) -> str:
+    """The commit the copy's next turn starts from: its newest turn's, else its base."""
+    dotgit = iso.checkout / ".git"
+    found = git(["rev-parse", "-q", "--verify", HEAD_REF], cwd=iso.checkout, git_dir=dotgit, ok_codes=(0, 1))
+    return lines(found.stdout)[0] if found.returncode == 0 else iso.base
+
+
+def unpack_turn(iso: Isolated, bundle: Path, ref: str, start: str, end: str) -> None:
+    """Fetch a worker's turn (``ref`` in ``bundle``: commit ``end`` on top of ``start``) into the copy's
+    repository and apply its change to the copy's work tree (its index stays the base's, as after a local
+    turn)."""
+    dotgit, tree = iso.checkout / ".git", iso.checkout
+    git(["fetch", "-q", "--no-tags", str(bundle), f"+{ref}:{HEAD_REF}-incoming"], cwd=tree, git_dir=dotgit)
+    fetched = lines(git(["rev-parse", f"{HEAD_REF}-incoming"], cwd=tree, git_dir=dotgit).stdout)[0]
+    if fetched != end:
+        raise WorkspaceError(f"the worker's bundle holds {fetched}, not the turn's commit {end}")
+    patch = git(
+        ["diff", "--binary", "--no-renames", "--full-index", start, end], cwd=tree, git_dir=dotgit
+    ).stdout
+    if patch:
+        git(
+            ["apply", "--binary", "--whitespace=nowarn", "-"],
+            cwd=tree,
+            git_dir=dotgit,
+            work_tree=tree,
+            stdin=patch,
+        )
+    git(["update-ref", HEAD_REF, end], cwd=tree, git_dir=dotgit)
+    git(["update-ref", "-d", f"{HEAD_REF}-incoming"], cwd=tree, git_dir=dotgit)
+
+
+# -- the worker's side ---------------------------------------------------------------------------------
+def check_out_base(origin: Path, bundle: Path, base: str, dest: Path, name: str, exclude: str = "") -> None:
+    """Fetch ``bundle``'s base into the origin's bare repository ``origin`` (made on first use) and check
+    ``base`` out at ``dest``, a new work tree of it (``name``: the copy's id); ``exclude``: the user's
+    ``info/exclude`` rules."""
+    if not (origin / "HEAD").is_file():
+        origin.parent.mkdir(parents=True, exist_ok=True)
+        git(["init", "-q", "--bare", "--template=", str(origin)], cwd=origin.parent)
+        git(["config", "gc.auto", "0"], cwd=origin, git_dir=origin)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git(
+        ["fetch", "-q", "--no-tags", str(bundle), f"+{BASE_REF}:refs/kimi/bases/{name}"],
+        cwd=origin,
+        git_dir=origin,
+    )
+    (origin / "info").mkdir(exist_ok=True)
+    if exclude:
+        (origin / "info" / "exclude").write_text(exclude)
+    git(["worktree", "add", "-q", "--detach", str(dest), base], cwd=origin, git_dir=origin)
+
+
+def pack_turn(checkout: Path, start: str, out: Path, name: str) -> tuple[str, str]:
+    """Commit what ``checkout`` holds now (ignored files never) on top of ``start`` and bundle that commit
+    alone into ``out`` (``name``: the copy's id); returns (the bundle's ref, the commit)."""
+    git(["add", "-A"], cwd=checkout)
+    tree = lines(git(["write-tree"], cwd=checkout).stdout)[0]
+    commit = lines(
+        git(
+            ["commit-tree", tree, "-p", start, "-m", "kimi-mcp turn"], cwd=checkout, env=git_env(_IDENTITY)
+        ).stdout
+    )[0]
+    ref = f"refs/kimi/turns/{name}"
+    git(["update-ref", ref, commit], cwd=checkout)
+    git(["reset", "-q", "--soft", commit], cwd=checkout)  # the next turn starts here
+    git(["bundle", "create", "-q", str(out), ref, f"^{start}"], cwd=checkout)
+    return ref, commit
+
+
+def bundle_size_ok(path: Path, max_mb: float) -> bool:
+    return path.stat().st_size <= max_mb * 1024 * 1024
+
+
+def remove_checkout(origin: Path, dest: Path) -> None:
+    """Forget a job's work tree (the origin's objects stay for the next job)."""
+    subprocess.run(
+        ["git", "--git-dir", str(origin), "worktree", "remove", "--force", str(dest)],
+        capture_output=True,
+        env=git_env(),
+        check=False,
+    )

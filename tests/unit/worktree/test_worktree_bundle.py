@@ -1,0 +1,76 @@
+"""The tree as git between a server and a worker (``worktree._bundle``): the base travels as a bundle
+(uncommitted and untracked files in, ignored files out), the worker's turns come back as bundles of one
+commit each and land in the copy's work tree exactly as the worker left its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wt_helpers import fingerprint, tree_files, write
+
+from kimi_mcp import worktree
+from kimi_mcp.worktree import bundles
+
+JOB = "job_00000000000000b1"
+
+
+def files(top: Path) -> dict[str, bytes]:
+    """``tree_files`` without a work tree's ``.git`` file (the worker's checkouts are work trees)."""
+    return {k: v for k, v in tree_files(top).items() if k != ".git"}
+
+
+def worker_turn(checkout: Path, start: str, out: Path) -> tuple[str, str]:
+    return bundles.pack_turn(checkout, start, out, JOB)
+
+
+def test_a_base_travels_and_two_turns_come_back_exactly(repo: Path, state: Path, tmp_path: Path) -> None:
+    before = fingerprint(repo)
+    iso = worktree.create(repo, state, JOB)
+    base_bundle = tmp_path / "base.bundle"
+    assert bundles.pack_base(iso, base_bundle) == iso.base
+    origin, checkout = tmp_path / "worker" / "origin.git", tmp_path / "worker" / "checkouts" / JOB / "tree"
+    bundles.check_out_base(origin, base_bundle, iso.base, checkout, JOB, "*.tmp\n")
+    assert files(checkout) == files(iso.checkout)  # ignored files (build/, *.log) stayed home
+    assert (
+        not (checkout / "debug.log").exists() and (checkout / "notes.txt").read_text() == "untracked notes\n"
+    )
+
+    write(checkout / "app.py", "changed on the worker\n")
+    (checkout / "README.md").unlink()
+    (checkout / "lib" / "util.py").rename(checkout / "lib" / "moved.py")
+    write(checkout / "new.bin", bytes(range(256)) * 4)
+    write(checkout / "scratch.tmp", "ignored by the user's info/exclude\n")
+    start = bundles.turn_start(iso)
+    assert start == iso.base
+    ref, end = worker_turn(checkout, start, tmp_path / "turn1.bundle")
+    bundles.unpack_turn(iso, tmp_path / "turn1.bundle", ref, start, end)
+    assert files(iso.checkout) == {k: v for k, v in files(checkout).items() if k != "scratch.tmp"}
+    change = {f.path: f.status for f in worktree.diff(iso).files}
+    assert (
+        change["app.py"] == "modified" and change["README.md"] == "deleted" and change["new.bin"] == "added"
+    )
+    assert "scratch.tmp" not in change and bundles.turn_start(iso) == end
+
+    write(checkout / "app.py", "the follow-up's version\n")
+    ref2, end2 = worker_turn(checkout, end, tmp_path / "turn2.bundle")
+    assert (tmp_path / "turn2.bundle").stat().st_size < (tmp_path / "turn1.bundle").stat().st_size
+    bundles.unpack_turn(iso, tmp_path / "turn2.bundle", ref2, end, end2)
+    assert (iso.checkout / "app.py").read_text() == "the follow-up's version\n"
+    assert "+the follow-up's version" in worktree.diff(iso).text  # the whole change, against the base
+    assert fingerprint(repo) == before  # the user's repository as it was
+
+
+def test_a_bundle_that_does_not_hold_the_turn_is_refused(repo: Path, state: Path, tmp_path: Path) -> None:
+    import pytest
+
+    from kimi_mcp.errors import WorkspaceError
+
+    iso = worktree.create(repo, state, JOB)
+    bundles.pack_base(iso, tmp_path / "base.bundle")
+    checkout = tmp_path / "w" / "tree"
+    bundles.check_out_base(tmp_path / "w" / "o.git", tmp_path / "base.bundle", iso.base, checkout, JOB)
+    write(checkout / "x.txt", "x\n")
+    ref, _end = worker_turn(checkout, iso.base, tmp_path / "t.bundle")
+    with pytest.raises(WorkspaceError, match="not the turn's commit"):
+        bundles.unpack_turn(iso, tmp_path / "t.bundle", ref, iso.base, "0" * 40)
+    assert not (iso.checkout / "x.txt").exists()
