@@ -45,6 +45,10 @@ def cancel_key(job_id: str) -> str:
     return f"{PREFIX}cancel:{job_id}"
 
 
+def attempts_key(job_id: str) -> str:
+    return f"{PREFIX}attempts:{job_id}"
+
+
 def session_key(session_id: str) -> str:
     return f"{PREFIX}session:{session_id}"
 

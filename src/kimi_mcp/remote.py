@@ -56,6 +56,14 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
     scope = Scope(deadline=float("inf"))
     scope.sink = lambda message: asyncio.run_coroutine_threadsafe(progress.set_message(message), loop)
     async with worker.docket.redis() as redis:
+        attempt = await redis.incr(broker.attempts_key(job_id))
+        await redis.expire(broker.attempts_key(job_id), broker.BLOB_TTL_S)
+        if attempt > request.get("retries", 2) + 1:
+            return _given_up(worker, request, attempt - 1)
+        if attempt > 1:
+            scope.note(
+                f"Run again on the worker {worker.name}: the worker that ran it before stopped mid-turn."
+            )
         blob = await redis.get(request["bundle"]) if request.get("bundle") else None
         work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, scope))
         while not work.done():
@@ -72,6 +80,20 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         if session:
             await redis.set(broker.session_key(session), worker.name, ex=broker.SESSION_TTL_S)
     return answer
+
+
+def _given_up(worker: WorkerContext, request: dict[str, Any], runs: int) -> dict[str, Any]:
+    """The answer for a job whose workers stopped ``runs`` times (``KIMI_MCP_JOB_RETRIES`` + 1)."""
+    error = SessionError(
+        f"the job's worker stopped before it finished, {runs} times; it was not run again",
+        details={"interrupted": True, "runs": runs},
+        suggestion="Look at the workers (kimi_status lists them), then start the task again.",
+        retryable=True,
+    )
+    failed = TaskResult(
+        success=False, workspace=request["spec"]["workspace"], error=ErrorInfo.from_exception(error)
+    )
+    return {"result": failed.model_dump(mode="json"), "worker": worker.name}
 
 
 def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, scope: Scope) -> dict[str, Any]:

@@ -34,6 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="jobs at once (default: KIMI_MCP_MAX_CONCURRENT)",
     )
     parser.add_argument("--name", help="this worker's name (default: the host name and the process id)")
+    parser.add_argument(
+        "--redelivery-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a job whose worker went silent this long (killed, cut off) is run again by another worker; a "
+        "running job's lease is renewed meanwhile (default 300)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,11 +64,13 @@ def run(args: argparse.Namespace) -> int:
     concurrency = args.concurrency or settings.max_concurrent
     if concurrency < 1:
         return _refuse(f"--concurrency must be at least 1, not {concurrency}")
+    if not args.redelivery_timeout > 0:
+        return _refuse(f"--redelivery-timeout must be positive, not {args.redelivery_timeout}")
     settings = settings.model_copy(update={"max_concurrent": concurrency, "standby": "off"})
     setup_logging(settings.log_level, settings.log_file, [*configured_secrets(env), url])
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(url, name, concurrency, settings, env))
+        asyncio.run(_serve(url, name, concurrency, settings, env, args.redelivery_timeout))
     return 0
 
 
@@ -69,7 +79,11 @@ def _refuse(message: str) -> int:
     return 2
 
 
-async def _serve(url: str, name: str, concurrency: int, settings: Any, env: dict[str, str]) -> None:
+async def _serve(
+    url: str, name: str, concurrency: int, settings: Any, env: dict[str, str], redelivery_s: float
+) -> None:
+    from datetime import timedelta
+
     from docket import Worker
 
     from . import broker, remote
@@ -77,6 +91,7 @@ async def _serve(url: str, name: str, concurrency: int, settings: Any, env: dict
     from .executors import Runtime
     from .lazy_runner import LazyRunner
 
+    lease = timedelta(seconds=redelivery_s)
     runner = LazyRunner()
     runtime = Runtime(settings, dict(env), state_dir(settings, env), runner)
     facts = await asyncio.to_thread(_facts, settings, env, concurrency)
@@ -92,8 +107,8 @@ async def _serve(url: str, name: str, concurrency: int, settings: Any, env: dict
             context = remote.WorkerContext(name=name, runtime=runtime, docket=shared)
             remote.CURRENT = context
             async with (
-                Worker(shared, name=name, concurrency=concurrency) as on_shared,
-                Worker(own, name=name, concurrency=concurrency) as on_own,
+                Worker(shared, name=name, concurrency=concurrency, redelivery_timeout=lease) as on_shared,
+                Worker(own, name=name, concurrency=concurrency, redelivery_timeout=lease) as on_own,
             ):
                 tasks = [
                     asyncio.create_task(on_shared.run_forever()),

@@ -5,6 +5,8 @@ through Docket, a real MCP client; both dialects, the fake API."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -59,14 +61,16 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 class Worker:
     """A ``kimi-mcp worker`` process with its own HOME and state directory."""
 
-    def __init__(self, kimi: KimiUnderTest, url: str, root: Path, name: str) -> None:
+    def __init__(
+        self, kimi: KimiUnderTest, url: str, root: Path, name: str, redelivery: float = 300.0
+    ) -> None:
         self.name, self.home, self.state = name, root / f"{name}-home", root / f"{name}-state"
         self.home.mkdir()
         env = {**kimi.env, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config")}
         env.update(KIMI_MCP_STATE_DIR=str(self.state), KIMI_MCP_BROKER=url)
         self.log = root / f"{name}.log"
         self.proc = subprocess.Popen(
-            [SERVER, "worker", "--name", name, "--concurrency", "2"],
+            [SERVER, "worker", "--name", name, "--concurrency", "2", "--redelivery-timeout", str(redelivery)],
             env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
             start_new_session=True,
         )  # fmt: skip
@@ -75,6 +79,14 @@ class Worker:
             assert self.proc.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, self.log.read_text()
             time.sleep(0.1)
+
+    def kill(self) -> None:
+        """``kill -9`` of the worker and everything it started (its Kimi): a machine gone mid-turn."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        for proc in processes_with_home(self.home):
+            with contextlib.suppress(OSError):
+                proc.kill()
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -184,3 +196,85 @@ def test_an_unreachable_broker_is_a_clear_error_and_an_open_one_is_refused(
     worker = subprocess.run([SERVER, "worker"], env=env, capture_output=True, text=True, timeout=60)
     assert worker.returncode == 2 and "must have a password" in worker.stderr
     assert os.environ.get("KIMI_MCP_BROKER") is None
+
+
+def test_a_follow_up_goes_to_the_worker_holding_the_conversation_and_a_cancel_reaches_it(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first turn")], marker="REMOTE-F"
+    )
+    fake.script(
+        [Reply.tool(*kimi.write("two.txt", "2\n")), Reply.text_reply("second turn", requires="REMOTE-F")],
+        marker="REMOTE-G",
+    )
+    fake.script([Reply.tool(*kimi.shell("sleep 60")), Reply.text_reply("never")], marker="REMOTE-C")
+
+    async def body(client: Client):
+        args = {"task_description": "REMOTE-F", "work_dir": str(repo), "isolation": "worktree"}
+        first = await call(client, "kimi_code_task", args)
+        second = await call(
+            client, "kimi_continue", {"session_id": first["session_id"], "message": "REMOTE-G"}
+        )
+        started = await call(
+            client, "kimi_code_task", {"task_description": "REMOTE-C", "work_dir": str(repo), "wait_s": 0}
+        )
+        while not any("REMOTE-C" in json.dumps(r["body"]) for r in fake.chat_requests()):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # Kimi runs the sleep
+        began = time.monotonic()
+        await call(client, "kimi_job", {"job_id": started["job_id"], "action": "cancel"})
+        cancelled = await call(client, "kimi_job", {"job_id": started["job_id"], "wait_s": 60})
+        return first, second, cancelled, time.monotonic() - began
+
+    first, second, cancelled, took = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+    assert first["success"] is True and second["success"] is True, (first, second)
+    assert second["output"] == "second turn" and second["worker"] == worker.name  # the same conversation
+    assert second["worktree"]["id"] == first["worktree"]["id"] and second["files_created"] == ["two.txt"]
+    assert "+1" in second["diff"] and "+2" in second["diff"]  # the copy's whole change, both turns
+    assert cancelled["status"] == "cancelled" and took < 30, (cancelled, took)
+
+
+def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
+    kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
+) -> None:
+    workers = [Worker(kimi, redis_url, tmp_path, f"k{i}-{kimi.name}", redelivery=4.0) for i in range(2)]
+    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [
+            Reply.tool(*kimi.shell("sleep 60")),
+            Reply.tool(*kimi.write("after.txt", "ok\n")),
+            Reply.text_reply("made it"),
+        ],
+        marker="REMOTE-K",
+    )
+    try:
+
+        async def body(client: Client):
+            args = {
+                "task_description": "REMOTE-K",
+                "work_dir": str(repo),
+                "isolation": "worktree",
+                "wait_s": 0,
+            }
+            started = await call(client, "kimi_code_task", args)
+            while not fake.chat_requests():
+                await asyncio.sleep(0.1)
+            (victim,) = [w for w in workers if (w.state / "checkouts").is_dir()]
+            await asyncio.sleep(1.0)
+            victim.kill()
+            done = await call(client, "kimi_job", {"job_id": started["job_id"], "wait_s": 120})
+            return victim, done
+
+        victim, done = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+        (survivor,) = [w for w in workers if w is not victim]
+        assert done["success"] is True and done["worker"] == survivor.name, done
+        assert done["files_created"] == ["after.txt"] and "+ok" in done["diff"]
+        assert any("Run again" in note for note in done["notes"]), done["notes"]
+        assert not processes_with_home(victim.home)
+    finally:
+        for w in workers:
+            if w.proc.poll() is None:
+                assert w.stop() == 0, w.log.read_text()
+            assert not processes_with_home(w.home)

@@ -19,6 +19,7 @@ import asyncio
 import hashlib
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,7 @@ class Remote(Executor):
             "job_id": job_id, "spec": spec.to_dict(), "copy": iso.id, "origin": origin_of(iso),
             "subdir": iso.subdir, "base": iso.base, "start": bundles.turn_start(iso),
             "exclude": exclude.read_text() if exclude.is_file() else "", "bundle": None,
+            "retries": self.runtime.settings.job_retries,
         }  # fmt: skip
 
     def _base_bundle(self, iso: Isolated) -> bytes:
@@ -170,7 +172,7 @@ class _Dispatch:
                 answer = await self._run_on(shared)
             else:
                 async with broker.open_docket(self.url, broker.worker_docket(holder)) as own:
-                    answer = await self._run_on(own)
+                    answer = await self._run_on(own, holder)
             async with shared.redis() as redis:
                 if self.request["bundle"]:
                     await redis.delete(self.request["bundle"])
@@ -194,11 +196,22 @@ class _Dispatch:
             )
         return name
 
-    async def _run_on(self, docket: Any) -> dict[str, Any]:
+    async def _run_on(self, docket: Any, holder: str | None = None) -> dict[str, Any]:
+        """Queue the job on ``docket`` and follow it to its answer; ``holder``: the one worker that can run
+        it (a follow-up), whose going away ends the job (nobody else would take it)."""
         execution = await docket.add(broker.TASK, key=self.request["job_id"])(self.request)
-        cancel_sent, said = False, None
+        cancel_sent, said, looked = False, None, time.monotonic()
         async with docket.redis() as redis:
             while True:
+                if holder is not None and time.monotonic() - looked > broker.HEARTBEAT_S:
+                    looked = time.monotonic()
+                    if holder not in {w["name"] for w in await broker.live_workers(redis)}:
+                        raise SessionError(
+                            f"the worker {holder}, which held this conversation, stopped",
+                            details={"interrupted": True},
+                            suggestion="Start the task again; its copy and diff are kept here.",
+                            retryable=True,
+                        )
                 await execution.sync()
                 message = execution.progress.message
                 if message and message != said:

@@ -132,6 +132,8 @@ class Job:
 def status_of(result: TaskResult) -> JobStatus:
     if result.success:
         return "done"
+    if result.error is not None and result.error.details.get("interrupted"):  # its runner went away
+        return "interrupted"
     return "cancelled" if result.error is not None and result.error.type == "cancelled" else "failed"
 
 
