@@ -49,6 +49,52 @@ def attempts_key(job_id: str) -> str:
     return f"{PREFIX}attempts:{job_id}"
 
 
+def asked_key(job_id: str) -> str:
+    """The question a job on a worker waits on (JSON, see :func:`asked_json`), while it waits."""
+    return f"{PREFIX}asked:{job_id}"
+
+
+def control_key(job_id: str) -> str:
+    """Answers and messages for a job on a worker (a list of JSON ``{"kind", "payload"}``, oldest first)."""
+    return f"{PREFIX}control:{job_id}"
+
+
+def asked_json(asked: Any) -> str | None:
+    """An inbox's question (``scope.Asked``) as the broker carries it, or None."""
+    if asked is None:
+        return None
+    return json.dumps({"question": asked.question.to_dict(), "kind": asked.kind, "asked_at": asked.asked_at})
+
+
+def asked_question(raw: str | bytes) -> tuple[Any, str]:
+    """(the ``Question``, its kind) from :func:`asked_json`'s text."""
+    from .question import Option, Question
+
+    data = json.loads(raw)
+    q = data["question"]
+    options = tuple(Option(o["label"], o.get("description", "")) for o in q.get("options", []))
+    question = Question(
+        q["question"],
+        q.get("header", ""),
+        options,
+        bool(q.get("multi_select")),
+        bool(q.get("free_text", True)),
+    )
+    return question, data.get("kind", "question")
+
+
+def answer_payload(choice: Any) -> dict[str, Any]:
+    """An inbox's answer (a ``Choice`` or ``DECLINED``) as ``jobs.deliver_to`` takes it."""
+    if isinstance(choice, str):
+        return {"declined": True}
+    return {"picks": list(choice.picks), "text": choice.text}
+
+
+def route_key(job_id: str) -> str:
+    """Which worker's own docket a job went to ("": the shared one): a restarted server finds it there."""
+    return f"{PREFIX}route:{job_id}"
+
+
 def session_key(session_id: str) -> str:
     return f"{PREFIX}session:{session_id}"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import tempfile
 import time
 from dataclasses import dataclass
@@ -24,13 +25,14 @@ from . import broker
 from ._logging import get_logger
 from .errors import KimiMCPError, SessionError
 from .executors import Runtime
+from .jobs import deliver_to
 from .models import ErrorInfo, TaskResult
-from .scope import Scope
+from .scope import Scope, TokenMeter
 from .task import RunWatch
 
 log = get_logger("worker")
 
-CANCEL_POLL_S = 0.5
+CANCEL_POLL_S = 0.2  # seconds between looks at the job's cancel flag, question and inbox in Redis
 
 
 @dataclass
@@ -53,7 +55,11 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         raise SessionError("this process is not a kimi-mcp worker")
     job_id = request["job_id"]
     loop = asyncio.get_running_loop()
-    scope = Scope(deadline=float("inf"))
+    spec = request["spec"]
+    scope = Scope(
+        deadline=float("inf"), tokens=TokenMeter(spec.get("max_tokens")), approvals=spec.get("approvals", "policy"),
+        questions=request.get("questions", "ask"), question_timeout=request.get("question_timeout", 600.0),
+    )  # fmt: skip
     scope.sink = lambda message: asyncio.run_coroutine_threadsafe(progress.set_message(message), loop)
     async with worker.docket.redis() as redis:
         attempt = await redis.incr(broker.attempts_key(job_id))
@@ -66,10 +72,10 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
             )
         blob = await redis.get(request["bundle"]) if request.get("bundle") else None
         work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, scope))
-        while not work.done():
-            if await redis.exists(broker.cancel_key(job_id)):
-                scope.cancel.set()
-            await asyncio.wait([work], timeout=CANCEL_POLL_S)
+        try:
+            await _relay(redis, job_id, scope, work)
+        finally:
+            await redis.delete(broker.asked_key(job_id), broker.control_key(job_id))
         answer = work.result()
         data = answer.pop("_bundle")
         if data is not None:
@@ -80,6 +86,25 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         if session:
             await redis.set(broker.session_key(session), worker.name, ex=broker.SESSION_TTL_S)
     return answer
+
+
+async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future) -> None:
+    """While the job runs: its cancel flag, its question out, answers and messages in (through Redis)."""
+    published: str | None = None
+    while not work.done():
+        if await redis.exists(broker.cancel_key(job_id)):
+            scope.cancel.set()
+        asked = broker.asked_json(scope.inbox.asked)
+        if asked != published:
+            if asked is None:
+                await redis.delete(broker.asked_key(job_id))
+            else:
+                await redis.set(broker.asked_key(job_id), asked, ex=broker.BLOB_TTL_S)
+            published = asked
+        while (item := await redis.lpop(broker.control_key(job_id))) is not None:
+            entry = json.loads(item)
+            deliver_to(scope.inbox, entry["kind"], entry["payload"])
+        await asyncio.wait([work], timeout=CANCEL_POLL_S)
 
 
 def _given_up(worker: WorkerContext, request: dict[str, Any], runs: int) -> dict[str, Any]:

@@ -18,10 +18,6 @@ import socket
 import sys
 from typing import Any
 
-from ._logging import get_logger
-
-log = get_logger("worker")
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``kimi-mcp worker``."""

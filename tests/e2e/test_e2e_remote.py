@@ -278,3 +278,111 @@ def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
             if w.proc.poll() is None:
                 assert w.stop() == 0, w.log.read_text()
             assert not processes_with_home(w.home)
+
+
+def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    import psutil
+
+    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [
+            Reply.tool(*kimi.shell("sleep 6")),
+            Reply.tool(*kimi.write("late.txt", "late\n")),
+            Reply.text_reply("kept"),
+        ],
+        marker="REMOTE-R",
+    )
+
+    def servers() -> list[psutil.Process]:
+        return [
+            p for p in psutil.Process().children(recursive=True)
+            if SERVER in p.cmdline()[:2] and "worker" not in p.cmdline()
+        ]  # fmt: skip
+
+    async def before(client: Client):
+        args = {"task_description": "REMOTE-R", "work_dir": str(repo), "isolation": "worktree", "wait_s": 0}
+        started = await call(client, "kimi_code_task", args)
+        while not fake.chat_requests():
+            await asyncio.sleep(0.1)
+        (server,) = servers()
+        server.kill()  # the server dies mid-turn; the worker goes on
+        server.wait(10)
+        return started
+
+    with contextlib.suppress(Exception):
+        started = served(kimi, redis_url, repo, tmp_path / "server.log", before)
+    assert not servers()
+
+    async def after(client: Client):
+        listed = await call(client, "kimi_jobs", {})
+        return listed, await call(client, "kimi_job", {"job_id": started["job_id"], "wait_s": 120})
+
+    listed, done = served(kimi, redis_url, repo, tmp_path / "server2.log", after)
+    assert done["success"] is True and done["output"] == "kept" and done["worker"] == worker.name, done
+    assert done["files_created"] == ["late.txt"] and "+late" in done["diff"]
+    assert any("restarted" in note for note in done["notes"]), done["notes"]
+    assert [j["status"] for j in listed["jobs"] if j["job_id"] == started["job_id"]] == ["running"]
+
+
+COLOUR = {
+    "questions": [
+        {
+            "question": "Which colour?",
+            "header": "Colour",
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
+            "multi_select": False,
+        }
+    ]
+}
+
+
+def test_kimis_question_and_a_steered_message_travel_through_the_broker(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    from fastmcp.client.elicitation import ElicitResult
+
+    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("painted")], marker="REMOTE-Q")
+    fake.script([Reply.tool(*kimi.shell("sleep 4")), Reply.text_reply("steered fine")], marker="REMOTE-S")
+    asked: list[str] = []
+
+    async def handler(message: str, response_type: Any, params: Any, context: Any) -> ElicitResult:
+        asked.append(message)
+        return ElicitResult(action="accept", content={"answer": "Blue"})
+
+    async def body(client: Client):
+        painted = await call(
+            client, "kimi_code_task", {"task_description": "REMOTE-Q", "work_dir": str(repo)}
+        )
+        args = {"task_description": "REMOTE-S", "work_dir": str(repo), "wait_s": 0}
+        started = await call(client, "kimi_code_task", args)
+        while not any("REMOTE-S" in json.dumps(r["body"]) for r in fake.chat_requests()):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # Kimi runs its 4-second command
+        steered = await call(
+            client, "kimi_steer", {"job_id": started["job_id"], "message": "REMOTE-S USE-BLUE"}
+        )
+        return painted, steered, await call(client, "kimi_job", {"job_id": started["job_id"], "wait_s": 120})
+
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis_url}
+
+    async def main():
+        async with Client(
+            transport(env, repo, tmp_path / "server.log"), timeout=600, elicitation_handler=handler
+        ) as c:
+            return await body(c)
+
+    painted, steered, done = asyncio.run(main())
+    assert painted["success"] is True and painted["worker"] == worker.name, painted
+    assert asked and "Which colour?" in asked[0]
+    after = [r for r in fake.chat_requests() if "REMOTE-Q" in json.dumps(r["body"])][-1]["body"]["messages"]
+    tool_result = after[-1]
+    assert tool_result["role"] == "tool" and "Blue" in json.dumps(tool_result["content"]), tool_result
+    assert steered["error"] is None, steered
+    assert done["success"] is True and done["output"] == "steered fine", done
+    (message,) = done["messages"]
+    assert (message["text"], message["delivered"]) == ("REMOTE-S USE-BLUE", "in_turn")
+    last = [r for r in fake.chat_requests() if "REMOTE-S" in json.dumps(r["body"])][-1]["body"]["messages"]
+    assert "USE-BLUE" in json.dumps(last[-1])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -33,7 +33,18 @@ class Executor:
     the job reports while it runs (queued, starting, its conversation, the files changed so far). A
     ``KimiMCPError`` raised is the job's error."""
 
+    #: recorded with each job's spec (``executor``): a "remote" job may outlive its server (see ``adopt``)
+    name: ClassVar[str] = "local"
+
     def run(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
+        raise NotImplementedError
+
+    def adoptable(self, job_id: str) -> bool:
+        """Whether a job a dead server started can still be followed to its end (a worker runs it)."""
+        return False
+
+    def resume(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
+        """Follow an adopted job (:meth:`adoptable`) to its result, as :meth:`run` would have."""
         raise NotImplementedError
 
     def close(self) -> None:

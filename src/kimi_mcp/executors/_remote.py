@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import socket
 import tempfile
 import time
@@ -39,11 +40,14 @@ if TYPE_CHECKING:
 log = get_logger("executors")
 
 POLL_S = 0.2
+ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
 _TERMINAL = ("completed", "failed", "cancelled")
 
 
 class Remote(Executor):
     """Runs each job on a worker (see the module's notes); ``url``: the broker."""
+
+    name = "remote"
 
     def __init__(self, runtime: Runtime, url: str) -> None:
         self.runtime, self.url = runtime, url
@@ -69,6 +73,26 @@ class Remote(Executor):
         answer = self._dispatch(request, blob, spec.session_id, scope, watch)
         return self._finish(spec, iso, request, answer, scope)
 
+    def adoptable(self, job_id: str) -> bool:
+        """Whether the broker still has a job a dead server queued (then this server follows it)."""
+        try:
+            return asyncio.run(asyncio.wait_for(_known(self.url, job_id), ADOPT_WAIT_S))
+        except Exception as exc:
+            log.info("job %s: the broker cannot say whether it still runs it: %s", job_id, type(exc).__name__)
+            return False
+
+    def resume(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
+        from .. import worktree
+
+        iso = worktree.load(self.runtime.state_dir, spec.copy or job_id)
+        request = self._request(spec, job_id, iso)
+        try:
+            answer = asyncio.run(_Dispatch(self.url, request, None, None, scope, watch, resume=True).run())
+        except (OSError, TimeoutError) as exc:
+            raise broker.unreachable(self.host, exc) from exc
+        scope.note("This server restarted while a worker ran the job; it picked the result up.")
+        return self._finish(spec, iso, request, answer, scope)
+
     def _request(self, spec: JobSpec, job_id: str, iso: Isolated) -> dict[str, Any]:
         from ..worktree import bundles
 
@@ -77,7 +101,8 @@ class Remote(Executor):
             "job_id": job_id, "spec": spec.to_dict(), "copy": iso.id, "origin": origin_of(iso),
             "subdir": iso.subdir, "base": iso.base, "start": bundles.turn_start(iso),
             "exclude": exclude.read_text() if exclude.is_file() else "", "bundle": None,
-            "retries": self.runtime.settings.job_retries,
+            "retries": self.runtime.settings.job_retries, "questions": self.runtime.settings.questions,
+            "question_timeout": self.runtime.settings.question_timeout,
         }  # fmt: skip
 
     def _base_bundle(self, iso: Isolated) -> bytes:
@@ -126,6 +151,7 @@ class Remote(Executor):
                 bundles.unpack_turn(iso, file, answer["ref"], request["start"], answer["end"])
         describe(result, iso)
         result.workspace = spec.workspace
+        result.notes.extend(n for n in scope.notes if n not in result.notes)
         if not spec.isolated and result.worktree is not None and result.worktree.files_changed:
             _apply_on_return(iso, result)
         return result
@@ -152,41 +178,48 @@ def _apply_on_return(iso: Isolated, result: TaskResult) -> None:
 
 
 class _Dispatch:
-    """One job's round trip through the broker (in the job's thread, on an event loop of its own)."""
+    """One job's round trip through the broker (in the job's thread, on an event loop of its own);
+    ``resume``: the job was queued by a server that died, follow it from where it is."""
 
     def __init__(
         self, url: str, request: dict[str, Any], blob: bytes | None, session: str | None, scope: Scope,
-        watch: RunWatch,
+        watch: RunWatch, *, resume: bool = False,
     ) -> None:  # fmt: skip
         self.url, self.request, self.blob, self.session = url, request, blob, session
-        self.scope, self.watch = scope, watch
+        self.scope, self.watch, self.resume = scope, watch, resume
+        self.job_id: str = request["job_id"]
+        self.asked: str | None = None  # the question last seen in Redis (JSON)
 
     async def run(self) -> dict[str, Any]:
         async with broker.open_docket(self.url) as shared:
             async with shared.redis() as redis:
-                if self.blob is not None:
-                    self.request["bundle"] = key = broker.blob_key()
-                    await redis.set(key, self.blob, ex=broker.BLOB_TTL_S)
-                holder = await self._holder(redis)
-            if holder is None:
-                answer = await self._run_on(shared)
+                if self.resume:
+                    holder = await _decoded(redis.get(broker.route_key(self.job_id)))
+                else:
+                    if self.blob is not None:
+                        self.request["bundle"] = key = broker.blob_key()
+                        await redis.set(key, self.blob, ex=broker.BLOB_TTL_S)
+                    holder = await self._holder(redis)
+                    await redis.set(broker.route_key(self.job_id), holder or "", ex=broker.BLOB_TTL_S)
+            if not holder:
+                answer = await self._follow(shared)
             else:
                 async with broker.open_docket(self.url, broker.worker_docket(holder)) as own:
-                    answer = await self._run_on(own, holder)
+                    answer = await self._follow(own, holder)
             async with shared.redis() as redis:
-                if self.request["bundle"]:
+                if self.request.get("bundle"):
                     await redis.delete(self.request["bundle"])
                 if answer.get("bundle"):
                     answer["bundle_bytes"] = await redis.get(answer["bundle"])
                     await redis.delete(answer["bundle"])
+                await redis.delete(broker.route_key(self.job_id))
         return answer
 
     async def _holder(self, redis: Any) -> str | None:
         """The live worker that holds the conversation of a follow-up (its copy and its Kimi session)."""
         if self.session is None or self.blob is not None:
             return None
-        name = await redis.get(broker.session_key(self.session))
-        name = name.decode() if isinstance(name, bytes) else name
+        name = await _decoded(redis.get(broker.session_key(self.session)))
         live = {w["name"] for w in await broker.live_workers(redis)}
         if name is None or name not in live:
             raise SessionError(
@@ -196,22 +229,22 @@ class _Dispatch:
             )
         return name
 
-    async def _run_on(self, docket: Any, holder: str | None = None) -> dict[str, Any]:
-        """Queue the job on ``docket`` and follow it to its answer; ``holder``: the one worker that can run
-        it (a follow-up), whose going away ends the job (nobody else would take it)."""
-        execution = await docket.add(broker.TASK, key=self.request["job_id"])(self.request)
+    async def _follow(self, docket: Any, holder: str | None = None) -> dict[str, Any]:
+        """Queue the job on ``docket`` (or find it there, resuming) and follow it to its answer; ``holder``:
+        the one worker that can run it (a follow-up), whose going away ends the job."""
+        if self.resume:
+            execution = await docket.get_execution(self.job_id)
+            if execution is None:
+                raise _gone(f"the broker no longer knows job {self.job_id} (its server stopped)")
+        else:
+            execution = await docket.add(broker.TASK, key=self.job_id)(self.request)
         cancel_sent, said, looked = False, None, time.monotonic()
         async with docket.redis() as redis:
             while True:
                 if holder is not None and time.monotonic() - looked > broker.HEARTBEAT_S:
                     looked = time.monotonic()
                     if holder not in {w["name"] for w in await broker.live_workers(redis)}:
-                        raise SessionError(
-                            f"the worker {holder}, which held this conversation, stopped",
-                            details={"interrupted": True},
-                            suggestion="Start the task again; its copy and diff are kept here.",
-                            retryable=True,
-                        )
+                        raise _gone(f"the worker {holder}, which held this conversation, stopped")
                 await execution.sync()
                 message = execution.progress.message
                 if message and message != said:
@@ -221,8 +254,9 @@ class _Dispatch:
                 if execution.state.value in _TERMINAL:
                     break
                 if self.scope.cancel.is_set() and not cancel_sent:
-                    await redis.set(broker.cancel_key(self.request["job_id"]), "1", ex=3600)
+                    await redis.set(broker.cancel_key(self.job_id), "1", ex=3600)
                     cancel_sent = True
+                await self._relay(redis)
                 await asyncio.sleep(POLL_S)
         try:
             return await execution.get_result()
@@ -232,3 +266,51 @@ class _Dispatch:
             raise BrokerError(
                 f"the worker failed the job: {type(exc).__name__}: {exc}", retryable=True
             ) from exc
+
+    async def _relay(self, redis: Any) -> None:
+        """The worker's question into this job's inbox (its waiters ask the client); the client's answer and
+        messages (kimi_steer, a queued kimi_continue) out to the worker."""
+        inbox = self.scope.inbox
+        raw = await _decoded(redis.get(broker.asked_key(self.job_id)))
+        if raw != self.asked:
+            self.asked = raw
+            if raw is not None:
+                question, kind = broker.asked_question(raw)
+                inbox.ask(question, kind)
+            elif inbox.asked is not None:
+                inbox.withdraw()
+        sent = []
+        if (answer := inbox.take_answer()) is not None:
+            sent.append({"kind": "answer", "payload": broker.answer_payload(answer)})
+        while (message := inbox.next_message(("steer", "interrupt", "queue"))) is not None:
+            sent.append(
+                {"kind": "message", "payload": {"text": message.text, "mode": message.mode, "at": message.at}}
+            )
+        if sent:
+            await redis.rpush(broker.control_key(self.job_id), *(json.dumps(item) for item in sent))
+            await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)
+
+
+def _gone(message: str) -> SessionError:
+    return SessionError(
+        message,
+        details={"interrupted": True},
+        suggestion="Start the task again; its copy and diff are kept here.",
+        retryable=True,
+    )
+
+
+async def _decoded(pending: Any) -> str | None:
+    value = await pending
+    return value.decode() if isinstance(value, bytes) else value
+
+
+async def _known(url: str, job_id: str) -> bool:
+    """Whether the broker still has the job (queued, running, or its outcome kept)."""
+    async with broker.open_docket(url) as shared:
+        async with shared.redis() as redis:
+            holder = await _decoded(redis.get(broker.route_key(job_id)))
+        if not holder:
+            return await shared.get_execution(job_id) is not None
+    async with broker.open_docket(url, broker.worker_docket(holder)) as own:
+        return await own.get_execution(job_id) is not None

@@ -22,7 +22,7 @@ from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
 from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInfo, TaskResult
 from ..question import Choice
-from ..scope import DECLINED, Message, Scope
+from ..scope import DECLINED, Inbox, Message, Scope
 from ..task import RunWatch
 from ._spec import JobSpec
 from ._store import (
@@ -177,7 +177,7 @@ class JobManager:
 
     @property
     def store(self) -> JobStore:
-        pruned: tuple[list[JobRef], list[JobRef]] = ([], [])
+        opened = False
         with self._lock:
             if self._store is None:
                 if self._stopping:
@@ -189,23 +189,28 @@ class JobManager:
                         f"cannot open the job store {self.path}: {exc}",
                         suggestion="Point KIMI_MCP_STATE_DIR at a writable directory of your own.",
                     ) from exc
-                interrupted = self._store.interrupt_orphans()
-                pruned = self._store.prune_finished(self.ttl_days)
-                log.info(
-                    "job store %s: %d interrupted, %d pruned", self.path, len(interrupted), len(pruned[0])
-                )
-                if interrupted:
-                    log.warning(
-                        "%d job(s) were interrupted because their server stopped: %s (kimi_jobs lists them)",
-                        len(interrupted), ", ".join(interrupted[:5]), extra=CLIENT,
-                    )  # fmt: skip
+                opened = True
             store = self._store
-        if pruned[0] and self.on_pruned is not None:  # outside the lock: it deletes directories
+        if opened:  # outside the lock: adopting a job starts its thread, pruning deletes directories
+            self._opened(store)
+        return store
+
+    def _opened(self, store: JobStore) -> None:
+        """Once, when the store opens: the jobs of servers that died are adopted or interrupted, finished
+        jobs older than the TTL pruned (with what only they held)."""
+        interrupted = self._settle_orphans(store)
+        pruned = store.prune_finished(self.ttl_days)
+        log.info("job store %s: %d interrupted, %d pruned", self.path, len(interrupted), len(pruned[0]))
+        if interrupted:
+            log.warning(
+                "%d job(s) were interrupted because their server stopped: %s (kimi_jobs lists them)",
+                len(interrupted), ", ".join(interrupted[:5]), extra=CLIENT,
+            )  # fmt: skip
+        if pruned[0] and self.on_pruned is not None:
             try:
                 self.on_pruned(*pruned)
             except Exception:
                 log.exception("could not remove what the pruned jobs held")
-        return store
 
     # -- running -----------------------------------------------------------------------------------------
     def submit(
@@ -231,7 +236,8 @@ class JobManager:
             raise SessionError("this job manager has no executor (it only reads the store)")
         record = self.store.create(
             tool=spec.tool, workspace=spec.workspace, read_only=spec.read_only, arguments=self.mask(arguments),
-            owner=self.owner, session_id=session_id, summary=summary[:200], spec=self.mask(spec.to_dict()),
+            owner=self.owner, session_id=session_id, summary=summary[:200],
+            spec=self.mask({**spec.to_dict(), "executor": self.executor.name}),
         )  # fmt: skip
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
@@ -280,6 +286,55 @@ class JobManager:
             job.done.set()
             with self._lock:
                 self._jobs.pop(job.job_id, None)
+
+    # -- the jobs of servers that died -------------------------------------------------------------------
+    def settle_orphans(self) -> list[str]:
+        """Jobs whose server died since the store was opened: adopted if a worker still runs them (this
+        server follows them to their results), else recorded interrupted; returns the interrupted ids."""
+        return self._settle_orphans(self.store)
+
+    def _settle_orphans(self, store: JobStore) -> list[str]:
+        executor = self.executor
+        if executor is not None and executor.name == "remote" and not self._stopping:
+            for record in store.orphans():
+                spec = store.spec(record.job_id)
+                remote = spec is not None and spec.get("executor") == "remote"
+                if (
+                    remote
+                    and executor.adoptable(record.job_id)
+                    and store.adopt(record.job_id, record.owner, self.owner)
+                ):
+                    self._resume(record, JobSpec.from_dict(spec))
+        return store.interrupt_orphans()
+
+    def _resume(self, record: JobRecord, spec: JobSpec) -> None:
+        """Follow an adopted job (its server died; a worker runs it) to its result, in a thread of its own."""
+        from ..finish import result_class
+
+        job = Job(record, result_class(record.tool), Scope(deadline=float("inf")))
+        job.watch.session_id = record.session_id
+        job.on_question = lambda: self._record_question(job)
+        with self._lock:
+            self._jobs[job.job_id] = job
+            self._start_ticker()
+        log.info("job %s: adopted from a server that stopped (a worker runs it)", job.job_id, extra=CLIENT)
+        assert self.executor is not None
+        executor = self.executor
+
+        def follow() -> None:
+            try:
+                result = executor.resume(spec, job_id=job.job_id, scope=job.scope, watch=job.watch)
+            except KimiMCPError as exc:
+                result = job.cls(success=False, workspace=job.workspace, error=ErrorInfo.from_exception(exc))
+            except Exception as exc:
+                log.exception("job %s: following it failed", job.job_id)
+                error = SessionError(f"internal error: {type(exc).__name__}: {exc}")
+                result = job.cls(
+                    success=False, workspace=job.workspace, error=ErrorInfo.from_exception(error)
+                )
+            self._finish(job, result)
+
+        threading.Thread(target=follow, name=f"kimi-job-{job.job_id}", daemon=True).start()
 
     # -- looking up ------------------------------------------------------------------------------------
     def orphaned(self, record: JobRecord) -> bool:
@@ -395,7 +450,11 @@ class JobManager:
 
 def deliver(job: Job, kind: str, payload: dict) -> None:
     """An answer or a message sent to ``job`` (checked by the sender), into its inbox."""
-    inbox = job.scope.inbox
+    deliver_to(job.scope.inbox, kind, payload)
+
+
+def deliver_to(inbox: Inbox, kind: str, payload: dict) -> None:
+    """An answer or a message (as the store and the broker carry them) into ``inbox``."""
     if kind == "answer":  # {"picks": [option indexes], "text": free text} or {"declined": true}
         if payload.get("declined"):
             inbox.answer(DECLINED)

@@ -39,6 +39,9 @@ FINISHED: frozenset[str] = frozenset({"done", "failed", "cancelled", "interrupte
 UNFINISHED: frozenset[str] = STATUSES - FINISHED
 
 STORE_FILE = "jobs.sqlite3"  # the file's name inside the state directory
+REMOTE_GRACE_S = (
+    86_400.0  # how long a dead server's job on a worker waits to be adopted (Docket keeps it a day)
+)
 SCHEMA_VERSION = 3  # PRAGMA user_version; each migration steps it
 
 INTERRUPTED_MESSAGE = "the kimi-mcp server running this job stopped before it finished"
@@ -462,9 +465,13 @@ class JobStore:
 
     def interrupt_orphans(self, is_alive: Callable[[str], bool] = owner_alive) -> builtins.list[str]:
         """Mark every running or queued job whose owner is gone ``interrupted`` (with a session error
-        result naming its session); returns their ids. Each owner is checked once."""
+        result naming its session); returns their ids. Each owner is checked once. A job its server sent to
+        a worker (``spec.executor`` "remote") is left for a server with the broker to adopt
+        (:meth:`adopt`) for ``REMOTE_GRACE_S`` after it started: the worker may still be running it."""
         rows = self._query(
-            f"SELECT job_id, owner, session_id, workspace FROM jobs WHERE status {_IN_UNFINISHED}"
+            f"SELECT job_id, owner, session_id, workspace FROM jobs WHERE status {_IN_UNFINISHED} AND NOT "
+            "(COALESCE(json_extract(spec, '$.executor'), '') = 'remote' AND started_at > ?)",
+            (time.time() - REMOTE_GRACE_S,),
         )
         alive = {owner: is_alive(owner) for owner in {row[1] for row in rows}}
         orphans = [row for row in rows if not alive[row[1]]]
@@ -483,6 +490,25 @@ class JobStore:
                 if changed:  # another server starting at the same time may have got there first
                     interrupted.append(job_id)
         return interrupted
+
+    def orphans(self, is_alive: Callable[[str], bool] = owner_alive) -> builtins.list[JobRecord]:
+        """The unfinished jobs whose owner is gone (before :meth:`interrupt_orphans` or :meth:`adopt`)."""
+        rows = self._query(
+            f"SELECT {_COLUMNS}, cancel_requested, NULL FROM jobs WHERE status {_IN_UNFINISHED}"
+        )
+        records = [_record(row) for row in rows]
+        alive = {owner: is_alive(owner) for owner in {r.owner for r in records}}
+        return [r for r in records if not alive[r.owner]]
+
+    def adopt(self, job_id: str, previous: str, owner: str) -> bool:
+        """Make ``owner`` the owner of an unfinished job ``previous`` owned; False if another server got
+        there first (or the job finished meanwhile)."""
+        return bool(
+            self._execute(
+                f"UPDATE jobs SET owner = ? WHERE job_id = ? AND owner = ? AND status {_IN_UNFINISHED}",
+                (owner, job_id, previous),
+            )
+        )
 
     def prune(self, ttl_days: float) -> int:
         """Delete finished jobs that ended (or started, if no end was recorded) over ``ttl_days`` ago;

@@ -158,7 +158,7 @@ async def kimi_jobs(
         store = jobs.store  # opening the store may fail: a structured error
         records = store.list(limit=limit, status=status, workspace=workspace)
         if any(jobs.orphaned(record) for record in records):
-            store.interrupt_orphans()
+            jobs.settle_orphans()
             records = store.list(limit=limit, status=status, workspace=workspace)
         return records
 
@@ -254,7 +254,7 @@ async def job_record(backend: Backend, job_id: str) -> JobRecord:
             f"unknown job_id {job_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)", suggestion=_UNKNOWN_HINT
         )
     if backend.jobs.orphaned(record):
-        await anyio.to_thread.run_sync(store.interrupt_orphans)
+        await anyio.to_thread.run_sync(backend.jobs.settle_orphans)
         record = await anyio.to_thread.run_sync(store.get, record.job_id) or record
     return record
 
