@@ -59,18 +59,26 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 class Worker:
-    """A ``kimi-mcp worker`` process with its own HOME and state directory."""
+    """A ``kimi-mcp worker`` process with its own HOME and state directory, in a mount namespace where the
+    caller's directory (``root/caller``, where the tests keep their workspaces) is an empty tmpfs: it cannot
+    see the caller's files, as on another machine."""
 
     def __init__(
         self, kimi: KimiUnderTest, url: str, root: Path, name: str, redelivery: float = 300.0
     ) -> None:
         self.name, self.home, self.state = name, root / f"{name}-home", root / f"{name}-state"
         self.home.mkdir()
+        hidden = root / "caller"
+        hidden.mkdir(exist_ok=True)
         env = {**kimi.env, "HOME": str(self.home), "XDG_CONFIG_HOME": str(self.home / ".config")}
         env.update(KIMI_MCP_STATE_DIR=str(self.state), KIMI_MCP_BROKER=url)
         self.log = root / f"{name}.log"
         self.proc = subprocess.Popen(
-            [SERVER, "worker", "--name", name, "--concurrency", "2", "--redelivery-timeout", str(redelivery)],
+            [
+                "unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs none "$0" && exec "$@"',
+                str(hidden), SERVER, "worker", "--name", name, "--concurrency", "2",
+                "--redelivery-timeout", str(redelivery),
+            ],  # fmt: skip
             env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
             start_new_session=True,
         )  # fmt: skip
@@ -121,11 +129,15 @@ async def call(client: Client, tool: str, args: dict) -> dict:
 def test_a_worktree_job_runs_on_the_worker_and_lands_with_kimi_apply(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
-    repo = committed_repo(tmp_path / "repo", {"app.py": "one\ntwo\n", ".gitignore": "*.log\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "one\ntwo\n", ".gitignore": "*.log\n"})
     (repo / "app.py").write_text("ONE\ntwo\n")  # uncommitted: it travels too
     (repo / "debug.log").write_text("ignored: never leaves\n")
     fake.script(
-        [Reply.tool(*kimi.write("new.txt", "made on a worker\n")), Reply.text_reply("done remotely")],
+        [
+            Reply.tool(*kimi.shell(f"cat {repo}/app.py || echo HIDDEN-FROM-WORKER")),
+            Reply.tool(*kimi.write("new.txt", "made on a worker\n")),
+            Reply.text_reply("done remotely"),
+        ],
         marker="REMOTE-1",
     )
 
@@ -150,13 +162,15 @@ def test_a_worktree_job_runs_on_the_worker_and_lands_with_kimi_apply(
     assert checkouts and not any((c / "debug.log").exists() for c in checkouts)  # ignored files stay home
     assert (checkouts[0] / "app.py").read_text() == "ONE\ntwo\n"
     assert git(repo, "status", "--porcelain") == " M app.py\n?? new.txt\n"
+    looked = json.dumps(fake.chat_requests()[1]["body"]["messages"][-1])
+    assert "HIDDEN-FROM-WORKER" in looked and "ONE" not in looked  # the worker never saw the caller's tree
 
 
 def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
-    plain = tmp_path / "plain"
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    plain = tmp_path / "caller" / "plain"
     plain.mkdir()
     fake.script([Reply.tool(*kimi.write("a.txt", "A\n")), Reply.text_reply("ok a")], marker="REMOTE-A")
     fake.script([Reply.tool(*kimi.write("b.txt", "B\n")), Reply.text_reply("ok b")], marker="REMOTE-B")
@@ -179,7 +193,7 @@ def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here
 def test_an_unreachable_broker_is_a_clear_error_and_an_open_one_is_refused(
     kimi: KimiUnderTest, tmp_path: Path
 ) -> None:
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     nobody = f"redis://:pw@127.0.0.1:{free_port()}/0"
 
     async def body(client: Client):
@@ -201,7 +215,7 @@ def test_an_unreachable_broker_is_a_clear_error_and_an_open_one_is_refused(
 def test_a_follow_up_goes_to_the_worker_holding_the_conversation_and_a_cancel_reaches_it(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script(
         [Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first turn")], marker="REMOTE-F"
     )
@@ -240,7 +254,7 @@ def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
     kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
 ) -> None:
     workers = [Worker(kimi, redis_url, tmp_path, f"k{i}-{kimi.name}", redelivery=4.0) for i in range(2)]
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script(
         [
             Reply.tool(*kimi.shell("sleep 60")),
@@ -285,7 +299,7 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
 ) -> None:
     import psutil
 
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script(
         [
             Reply.tool(*kimi.shell("sleep 6")),
@@ -343,7 +357,7 @@ def test_kimis_question_and_a_steered_message_travel_through_the_broker(
 ) -> None:
     from fastmcp.client.elicitation import ElicitResult
 
-    repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("painted")], marker="REMOTE-Q")
     fake.script([Reply.tool(*kimi.shell("sleep 4")), Reply.text_reply("steered fine")], marker="REMOTE-S")
     asked: list[str] = []
