@@ -22,7 +22,7 @@ from .errors import BrokerError
 if TYPE_CHECKING:
     from docket import Docket
 
-DOCKET = "kimi-mcp"
+DOCKET = "kimi-mcp-jobs"  # its keys are "kimi-mcp-jobs:...": none of them is one of kimi-mcp's own ("kimi-mcp:...")
 TASK = "kimi_mcp_job"
 PREFIX = "kimi-mcp:"
 WORKERS = PREFIX + "workers"  # hash: worker name → its announcement (JSON)
@@ -30,6 +30,7 @@ BLOB_TTL_S = 86_400
 SESSION_TTL_S = 7 * 86_400
 HEARTBEAT_S = 2.0
 STALE_S = 15.0  # a worker not heard from for this long is gone
+HEALTH_CHECK_S = 1  # seconds a pooled Redis connection may idle before it is pinged on its next use
 
 
 def worker_docket(name: str) -> str:
@@ -117,13 +118,31 @@ def broker_host(url: str) -> str:
     return f"{parts.hostname}:{parts.port or 6379}"
 
 
+def redis_client(url: str) -> Any:
+    """A plain Redis client on the broker (``async with``): kimi-mcp's own keys."""
+    from redis.asyncio import Redis
+
+    return Redis.from_url(checked_url(url))
+
+
+def checked_url(url: str) -> str:
+    """``url`` with a connection health check: a pooled connection idle for a second is pinged before use,
+    so one that a Redis restart closed is replaced instead of failing the command (and the job) on it."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query.setdefault("health_check_interval", str(HEALTH_CHECK_S))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
 def open_docket(url: str, name: str = DOCKET) -> Docket:
     """A Docket on the broker with kimi-mcp's task registered (enter it with ``async with``)."""
     from docket import Docket
 
     from .remote import run_job
 
-    docket = Docket(name=name, url=url, execution_ttl=_execution_ttl())
+    docket = Docket(name=name, url=checked_url(url), execution_ttl=_execution_ttl())
     docket.register(run_job, names=[TASK])
     return docket
 

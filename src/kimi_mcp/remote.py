@@ -41,8 +41,9 @@ class WorkerContext:
 
     name: str
     runtime: Runtime
-    docket: Any  # the shared docket (its Redis connection)
-    busy: int = 0
+    url: str  # the broker
+    busy: int = 0  # jobs running here
+    generation: int = 0  # bumped when the broker comes back after an outage
 
 
 CURRENT: WorkerContext | None = None
@@ -61,7 +62,7 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         questions=request.get("questions", "ask"), question_timeout=request.get("question_timeout", 600.0),
     )  # fmt: skip
     scope.sink = lambda message: asyncio.run_coroutine_threadsafe(progress.set_message(message), loop)
-    async with worker.docket.redis() as redis:
+    async with broker.redis_client(worker.url) as redis:
         attempt = await redis.incr(broker.attempts_key(job_id))
         await redis.expire(broker.attempts_key(job_id), broker.BLOB_TTL_S)
         if attempt > request.get("retries", 2) + 1:

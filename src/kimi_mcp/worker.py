@@ -3,8 +3,9 @@
 The worker takes jobs from the shared queue and from a queue of its own (the follow-ups of the
 conversations it holds), runs each with this machine's Kimi (installed and logged in, or
 ``MOONSHOT_API_KEY``) through its own runner, and announces itself every few seconds (name, host, dialect,
-Kimi version, models, free slots) for ``kimi_status``. Ctrl-C or SIGTERM: it stops taking jobs, interrupts
-the running ones (their results say so) and leaves no Kimi behind.
+Kimi version, models, free slots) for ``kimi_status``. A lost broker is waited for and taken up again.
+Ctrl-C or SIGTERM: it stops taking jobs and leaves no Kimi behind; a job it was running is run again by
+another worker once its lease runs out, as for a worker that died.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 import socket
 import sys
 from typing import Any
+
+RECONNECT_S = 3.0  # seconds between tries to reach a lost broker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,8 +83,6 @@ async def _serve(
 ) -> None:
     from datetime import timedelta
 
-    from docket import Worker
-
     from . import broker, remote
     from .config import state_dir
     from .executors import Runtime
@@ -95,46 +96,85 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    context = remote.WorkerContext(name=name, runtime=runtime, url=url)
+    remote.CURRENT = context
+    tasks = [
+        asyncio.create_task(_consume(url, broker.DOCKET, name, concurrency, lease, context)),
+        asyncio.create_task(_consume(url, broker.worker_docket(name), name, concurrency, lease, context)),
+        asyncio.create_task(_heartbeat(url, name, facts, context, concurrency)),
+    ]
+    print(f"kimi-mcp worker {name}: ready ({broker.broker_host(url)})", file=sys.stderr, flush=True)
     try:
-        async with (
-            broker.open_docket(url) as shared,
-            broker.open_docket(url, broker.worker_docket(name)) as own,
-        ):
-            context = remote.WorkerContext(name=name, runtime=runtime, docket=shared)
-            remote.CURRENT = context
-            async with (
-                Worker(shared, name=name, concurrency=concurrency, redelivery_timeout=lease) as on_shared,
-                Worker(own, name=name, concurrency=concurrency, redelivery_timeout=lease) as on_own,
-            ):
-                tasks = [
-                    asyncio.create_task(on_shared.run_forever()),
-                    asyncio.create_task(on_own.run_forever()),
-                    asyncio.create_task(_heartbeat(shared, name, facts, context, concurrency)),
-                ]
-                print(
-                    f"kimi-mcp worker {name}: ready ({broker.broker_host(url)})", file=sys.stderr, flush=True
-                )
-                await stop.wait()
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            async with shared.redis() as redis:
-                await broker.withdraw(redis, name)
+        await stop.wait()
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            async with broker.redis_client(url) as redis:
+                await broker.withdraw(redis, name)
         remote.CURRENT = None
         with contextlib.suppress(Exception):
             runner.shutdown()
 
 
-async def _heartbeat(docket: Any, name: str, facts: dict[str, Any], context: Any, concurrency: int) -> None:
+async def _consume(url: str, docket_name: str, name: str, concurrency: int, lease: Any, context: Any) -> None:
+    """Take jobs from one docket until cancelled. A lost broker is waited for; once it is back (the heartbeat
+    says so: ``context.generation``), the docket is opened anew as soon as no job runs here, since Docket's
+    pooled connections from before an outage fail the first command that uses them (its result store's)."""
+    from docket import Worker
+
     from . import broker
 
     while True:
-        with contextlib.suppress(Exception):
-            async with docket.redis() as redis:
-                await broker.announce(
-                    redis, name, {**facts, "free_slots": max(0, concurrency - context.busy)}
-                )
+        generation = context.generation
+        try:
+            async with (
+                broker.open_docket(url, docket_name) as docket,
+                Worker(docket, name=name, concurrency=concurrency, redelivery_timeout=lease) as worker,
+            ):
+                running = asyncio.create_task(worker.run_forever())
+                while not running.done():
+                    await asyncio.wait([running], timeout=1.0)
+                    if context.generation != generation and context.busy == 0:
+                        running.cancel()
+                        await asyncio.gather(running, return_exceptions=True)
+                        break
+                else:
+                    running.result()
+                continue  # a fresh docket for the broker that came back
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            print(
+                f"kimi-mcp worker {name}: the broker was lost ({type(exc).__name__}); trying again in "
+                f"{RECONNECT_S:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        await asyncio.sleep(RECONNECT_S)
+
+
+async def _heartbeat(url: str, name: str, facts: dict[str, Any], context: Any, concurrency: int) -> None:
+    """Announce this worker every few seconds; an outage of the broker and its end bump
+    ``context.generation`` (the consumers then open their dockets anew)."""
+    from . import broker
+
+    lost = False
+    while True:
+        try:
+            async with broker.redis_client(url) as redis:
+                while True:
+                    free = max(0, concurrency - context.busy)
+                    await broker.announce(redis, name, {**facts, "free_slots": free})
+                    if lost:
+                        lost = False
+                        context.generation += 1
+                    await asyncio.sleep(broker.HEARTBEAT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            lost = True
         await asyncio.sleep(broker.HEARTBEAT_S)
 
 

@@ -400,3 +400,79 @@ def test_kimis_question_and_a_steered_message_travel_through_the_broker(
     assert (message["text"], message["delivered"]) == ("REMOTE-S USE-BLUE", "in_turn")
     last = [r for r in fake.chat_requests() if "REMOTE-S" in json.dumps(r["body"])][-1]["body"]["messages"]
     assert "USE-BLUE" in json.dumps(last[-1])
+
+
+def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_recovers(
+    kimi: KimiUnderTest, fake: FakeMoonshot, tmp_path: Path
+) -> None:
+    """Its own Redis (stopped and started again mid-test) and two workers."""
+    binary, port, password = shutil.which("redis-server"), free_port(), secrets.token_hex(8)
+    assert binary
+    url = f"redis://:{password}@127.0.0.1:{port}/0"
+
+    def start_redis() -> subprocess.Popen:
+        proc = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password, "--save", "",
+             "--appendonly", "no", "--dir", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return proc
+            time.sleep(0.05)
+        raise AssertionError("redis-server did not start")
+
+    redis = start_redis()
+    workers = [Worker(kimi, url, tmp_path, f"a{i}-{kimi.name}") for i in range(2)]
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [
+            Reply.tool(*kimi.shell("sleep 2")),
+            Reply.tool(*kimi.write("t.txt", "t\n")),
+            Reply.text_reply("one try"),
+        ],
+        marker="REMOTE-T",
+    )
+    fake.script([Reply.text_reply("back")], marker="REMOTE-BACK")
+    try:
+
+        async def spread(client: Client):
+            args = {
+                "task_description": "REMOTE-T",
+                "work_dir": str(repo),
+                "isolation": "worktree",
+                "attempts": 3,
+            }
+            return await call(client, "kimi_code_task", args)
+
+        best = served(kimi, url, repo, tmp_path / "server.log", spread)
+        assert best["success"] is True and len(best["attempts"]) == 3, best
+        ran_on = {w.name for w in workers if any((w.state / "checkouts").glob("*/tree"))}
+        assert ran_on == {w.name for w in workers}, ran_on  # both workers took attempts
+
+        redis.terminate()
+        redis.wait(10)
+
+        async def down(client: Client):
+            return await call(
+                client, "kimi_code_task", {"task_description": "REMOTE-BACK", "work_dir": str(repo)}
+            )
+
+        failed = served(kimi, url, repo, tmp_path / "server2.log", down)
+        assert failed["error"]["type"] == "broker" and failed["error"]["retryable"] is True, failed
+        redis = start_redis()
+        deadline = time.monotonic() + 60
+        while True:  # the workers reconnect by themselves (Docket retries every few seconds)
+            back = served(kimi, url, repo, tmp_path / "server3.log", down)
+            if back["success"] or time.monotonic() > deadline:
+                break
+            time.sleep(2)
+        assert back["success"] is True and back["output"] == "back", back
+    finally:
+        for w in workers:
+            assert w.stop() == 0, w.log.read_text()
+            assert not processes_with_home(w.home)
+        redis.terminate()
+        redis.wait(10)
