@@ -28,6 +28,7 @@ PREFIX = "kimi-mcp:"
 WORKERS = PREFIX + "workers"  # hash: worker name → its announcement (JSON)
 BLOB_TTL_S = 86_400
 SESSION_TTL_S = 7 * 86_400
+HAVE_TTL_S = 30 * 86_400
 HEARTBEAT_S = 2.0
 STALE_S = 15.0  # a worker not heard from for this long is gone
 HEALTH_CHECK_S = 1  # seconds a pooled Redis connection may idle before it is pinged on its next use
@@ -94,6 +95,25 @@ def answer_payload(choice: Any) -> dict[str, Any]:
 def route_key(job_id: str) -> str:
     """Which worker's own docket a job went to ("": the shared one): a restarted server finds it there."""
     return f"{PREFIX}route:{job_id}"
+
+
+def have_key(origin: str, worker: str) -> str:
+    """The commits of ``origin`` that ``worker`` holds (a set): later bundles leave out what they hold."""
+    return f"{PREFIX}have:{origin}:{worker}"
+
+
+async def common_commits(redis: Any, origin: str) -> list[str]:
+    """The commits of ``origin`` every live worker holds (none if no worker is live)."""
+    names = [w["name"] for w in await live_workers(redis)]
+    if not names:
+        return []
+    common: set[str] | None = None
+    for name in names:
+        held = {
+            c.decode() if isinstance(c, bytes) else c for c in await redis.smembers(have_key(origin, name))
+        }
+        common = held if common is None else common & held
+    return sorted(common or ())
 
 
 def session_key(session_id: str) -> str:

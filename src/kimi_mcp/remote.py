@@ -78,6 +78,12 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         finally:
             await redis.delete(broker.asked_key(job_id), broker.control_key(job_id))
         answer = work.result()
+        if answer.get("have"):  # what this worker holds now: later bundles leave it out
+            key = broker.have_key(request["origin"], worker.name)
+            await redis.sadd(key, *answer.pop("have"))
+            await redis.expire(key, broker.HAVE_TTL_S)
+        if answer.get("needs_full"):
+            return answer
         data = answer.pop("_bundle")
         if data is not None:
             key = broker.blob_key()
@@ -145,9 +151,12 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
             with tempfile.NamedTemporaryFile(suffix=".bundle") as file:
                 file.write(blob)
                 file.flush()
-                bundles.check_out_base(
-                    origin, Path(file.name), request["base"], iso.checkout, copy, request["exclude"]
-                )
+                try:
+                    bundles.check_out_base(
+                        origin, Path(file.name), request["base"], iso.checkout, copy, request["exclude"]
+                    )
+                except bundles.MissingCommits:  # made for workers holding commits this one lacks
+                    return {"needs_full": True, "worker": worker.name, "_bundle": None}
         elif not iso.checkout.is_dir():
             raise SessionError(
                 f"the worker {worker.name} no longer holds the copy {copy}",
@@ -168,9 +177,10 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
     finally:
         worker.busy -= 1
     result.worker = worker.name
+    have = [c for c in (request.get("head"), request["base"]) if c]
     return {
         "result": result.model_dump(mode="json"), "_bundle": data, "ref": ref, "start": request["start"],
-        "end": end, "worker": worker.name, "at": time.time(),
+        "end": end, "worker": worker.name, "at": time.time(), "have": have,
     }  # fmt: skip
 
 

@@ -248,6 +248,12 @@ def test_a_follow_up_goes_to_the_worker_holding_the_conversation_and_a_cancel_re
     assert second["worktree"]["id"] == first["worktree"]["id"] and second["files_created"] == ["two.txt"]
     assert "+1" in second["diff"] and "+2" in second["diff"]  # the copy's whole change, both turns
     assert cancelled["status"] == "cancelled" and took < 30, (cancelled, took)
+    sizes = [
+        int(line.split("base bundle ")[1].split()[0])
+        for line in (tmp_path / "server.log").read_text().splitlines()
+        if "base bundle " in line
+    ]
+    assert len(sizes) == 2 and sizes[1] < sizes[0], sizes  # the second leaves out what the worker holds
 
 
 def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(

@@ -16,11 +16,13 @@ The request is one plain dict: ``job_id``, ``spec`` (``JobSpec.to_dict()``), ``c
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from ..worktree import Isolated
 
 log = get_logger("executors")
+
+Bundler = Callable[[list[str]], bytes]  # the base's bundle without what the given commits hold
 
 POLL_S = 0.2
 ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
@@ -69,8 +73,8 @@ class Remote(Executor):
         else:
             iso = worktree.create(Path(spec.workspace), state, job_id)
         request = self._request(spec, job_id, iso)
-        blob = None if spec.copy is not None else self._base_bundle(iso)
-        answer = self._dispatch(request, blob, spec.session_id, scope, watch)
+        bundler = None if spec.copy is not None else functools.partial(self._base_bundle, iso)
+        answer = self._dispatch(request, bundler, spec.session_id, scope, watch)
         return self._finish(spec, iso, request, answer, scope)
 
     def adoptable(self, job_id: str) -> bool:
@@ -100,17 +104,20 @@ class Remote(Executor):
         return {
             "job_id": job_id, "spec": spec.to_dict(), "copy": iso.id, "origin": origin_of(iso),
             "subdir": iso.subdir, "base": iso.base, "start": bundles.turn_start(iso),
-            "exclude": exclude.read_text() if exclude.is_file() else "", "bundle": None,
+            "exclude": exclude.read_text() if exclude.is_file() else "", "bundle": None, "head": iso.head,
             "retries": self.runtime.settings.job_retries, "questions": self.runtime.settings.questions,
             "question_timeout": self.runtime.settings.question_timeout,
         }  # fmt: skip
 
-    def _base_bundle(self, iso: Isolated) -> bytes:
+    def _base_bundle(self, iso: Isolated, have: list[str]) -> bytes:
+        """The base as a bundle, without what the commits in ``have`` hold (every live worker has them)."""
         from ..worktree import bundles
 
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "base.bundle"
-            bundles.pack_base(iso, out)
+            bundles.pack_base(iso, out, have)
+            log.info("job %s: base bundle %d bytes (%d commit(s) every worker holds left out)",
+                     iso.id, out.stat().st_size, len(have))  # fmt: skip
             limit = self.runtime.settings.bundle_max_mb
             if not bundles.bundle_size_ok(out, limit):
                 size = out.stat().st_size / 1024 / 1024
@@ -122,10 +129,15 @@ class Remote(Executor):
             return out.read_bytes()
 
     def _dispatch(
-        self, request: dict[str, Any], blob: bytes | None, session: str | None, scope: Scope, watch: RunWatch
+        self,
+        request: dict[str, Any],
+        bundler: Bundler | None,
+        session: str | None,
+        scope: Scope,
+        watch: RunWatch,
     ) -> dict[str, Any]:
         try:
-            return asyncio.run(_Dispatch(self.url, request, blob, session, scope, watch).run())
+            return asyncio.run(_Dispatch(self.url, request, bundler, session, scope, watch).run())
         except KimiMCPError:
             raise
         except (OSError, TimeoutError) as exc:
@@ -182,10 +194,10 @@ class _Dispatch:
     ``resume``: the job was queued by a server that died, follow it from where it is."""
 
     def __init__(
-        self, url: str, request: dict[str, Any], blob: bytes | None, session: str | None, scope: Scope,
+        self, url: str, request: dict[str, Any], bundler: Bundler | None, session: str | None, scope: Scope,
         watch: RunWatch, *, resume: bool = False,
     ) -> None:  # fmt: skip
-        self.url, self.request, self.blob, self.session = url, request, blob, session
+        self.url, self.request, self.bundler, self.session = url, request, bundler, session
         self.scope, self.watch, self.resume = scope, watch, resume
         self.job_id: str = request["job_id"]
         self.asked: str | None = None  # the question last seen in Redis (JSON)
@@ -196,13 +208,18 @@ class _Dispatch:
                 if self.resume:
                     holder = await _decoded(redis.get(broker.route_key(self.job_id)))
                 else:
-                    if self.blob is not None:
-                        self.request["bundle"] = key = broker.blob_key()
-                        await redis.set(key, self.blob, ex=broker.BLOB_TTL_S)
+                    if self.bundler is not None:
+                        have = await broker.common_commits(redis, self.request["origin"])
+                        await self._send_bundle(redis, have)
                     holder = await self._holder(redis)
                     await redis.set(broker.route_key(self.job_id), holder or "", ex=broker.BLOB_TTL_S)
             if not holder:
                 answer = await self._follow(shared)
+                if answer.get("needs_full") and self.bundler is not None:  # a worker without those commits
+                    async with shared.redis() as redis:
+                        await redis.delete(self.request["bundle"])
+                        await self._send_bundle(redis, [])
+                    answer = await self._follow(shared, f"{self.job_id}.full")
             else:
                 async with broker.open_docket(self.url, broker.worker_docket(holder)) as own:
                     answer = await self._follow(own, holder)
@@ -215,9 +232,15 @@ class _Dispatch:
                 await redis.delete(broker.route_key(self.job_id))
         return answer
 
+    async def _send_bundle(self, redis: Any, have: list[str]) -> None:
+        assert self.bundler is not None
+        blob = await asyncio.to_thread(self.bundler, have)
+        self.request["bundle"] = key = broker.blob_key()
+        await redis.set(key, blob, ex=broker.BLOB_TTL_S)
+
     async def _holder(self, redis: Any) -> str | None:
         """The live worker that holds the conversation of a follow-up (its copy and its Kimi session)."""
-        if self.session is None or self.blob is not None:
+        if self.session is None or self.bundler is not None:
             return None
         name = await _decoded(redis.get(broker.session_key(self.session)))
         live = {w["name"] for w in await broker.live_workers(redis)}
@@ -229,15 +252,16 @@ class _Dispatch:
             )
         return name
 
-    async def _follow(self, docket: Any, holder: str | None = None) -> dict[str, Any]:
+    async def _follow(self, docket: Any, holder: str | None = None, key: str | None = None) -> dict[str, Any]:
         """Queue the job on ``docket`` (or find it there, resuming) and follow it to its answer; ``holder``:
-        the one worker that can run it (a follow-up), whose going away ends the job."""
+        the one worker that can run it (a follow-up), whose going away ends the job; ``key``: Docket's key
+        for it (the job's id, else its second sending)."""
         if self.resume:
             execution = await docket.get_execution(self.job_id)
             if execution is None:
                 raise _gone(f"the broker no longer knows job {self.job_id} (its server stopped)")
         else:
-            execution = await docket.add(broker.TASK, key=self.job_id)(self.request)
+            execution = await docket.add(broker.TASK, key=key or self.job_id)(self.request)
         cancel_sent, said, looked = False, None, time.monotonic()
         async with docket.redis() as redis:
             while True:

@@ -18,6 +18,8 @@ from ..errors import WorkspaceError
 from ._git import git, git_env, lines
 from ._model import Isolated
 
+__all__ = ["MissingCommits", "check_out_base", "pack_base", "pack_turn", "turn_start", "unpack_turn"]
+
 BASE_REF = "refs/kimi/base"
 HEAD_REF = "refs/kimi/head"  # the copy's newest turn (server side)
 _IDENTITY = {
@@ -28,11 +30,31 @@ _IDENTITY = {
 }
 
 
-def pack_base(iso: Isolated, out: Path) -> str:
-    """Bundle the copy's base (with its history) into ``out``; returns the base commit."""
+class MissingCommits(WorkspaceError):
+    """A bundle needs commits the repository fetching it lacks (it was made for one that had them)."""
+
+
+def pack_base(iso: Isolated, out: Path, have: list[str] | tuple[str, ...] = ()) -> str:
+    """Bundle the copy's base into ``out``: with its whole history, or only what the commits in ``have``
+    (the ones every worker holds already; unknown ones are ignored) do not hold. Returns the base."""
     dotgit = iso.checkout / ".git"
-    git(["bundle", "create", "-q", str(out), BASE_REF], cwd=iso.checkout, git_dir=dotgit)
+    known = _known_commits(iso, have)
+    git(
+        ["bundle", "create", "-q", str(out), BASE_REF, *(f"^{c}" for c in known)],
+        cwd=iso.checkout,
+        git_dir=dotgit,
+    )
     return iso.base
+
+
+def _known_commits(iso: Isolated, commits: list[str] | tuple[str, ...]) -> list[str]:
+    """The ones of ``commits`` that exist in the copy's repository (its own objects or the user's)."""
+    if not commits:
+        return []
+    dotgit = iso.checkout / ".git"
+    listed = "".join(f"{c}^{{commit}}\n" for c in commits).encode()
+    out = git(["cat-file", "--batch-check"], cwd=iso.checkout, git_dir=dotgit, stdin=listed).stdout.decode()
+    return [c for c, line in zip(commits, out.splitlines(), strict=False) if not line.endswith(" missing")]
 
 
 def turn_start(iso: Isolated) -> str:
@@ -76,6 +98,9 @@ def check_out_base(origin: Path, bundle: Path, base: str, dest: Path, name: str,
         git(["init", "-q", "--bare", "--template=", str(origin)], cwd=origin.parent)
         git(["config", "gc.auto", "0"], cwd=origin, git_dir=origin)
     dest.parent.mkdir(parents=True, exist_ok=True)
+    verified = git(["bundle", "verify", "-q", str(bundle)], cwd=origin, git_dir=origin, ok_codes=(0, 1, 128))
+    if verified.returncode != 0:
+        raise MissingCommits(f"the bundle needs commits this worker lacks: {verified.stderr.decode()[:200]}")
     git(
         ["fetch", "-q", "--no-tags", str(bundle), f"+{BASE_REF}:refs/kimi/bases/{name}"],
         cwd=origin,

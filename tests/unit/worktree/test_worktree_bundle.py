@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from wt_helpers import fingerprint, tree_files, write
 
 from kimi_mcp import worktree
@@ -61,8 +62,6 @@ def test_a_base_travels_and_two_turns_come_back_exactly(repo: Path, state: Path,
 
 
 def test_a_bundle_that_does_not_hold_the_turn_is_refused(repo: Path, state: Path, tmp_path: Path) -> None:
-    import pytest
-
     from kimi_mcp.errors import WorkspaceError
 
     iso = worktree.create(repo, state, JOB)
@@ -74,3 +73,27 @@ def test_a_bundle_that_does_not_hold_the_turn_is_refused(repo: Path, state: Path
     with pytest.raises(WorkspaceError, match="not the turn's commit"):
         bundles.unpack_turn(iso, tmp_path / "t.bundle", ref, iso.base, "0" * 40)
     assert not (iso.checkout / "x.txt").exists()
+
+
+def test_a_later_bundle_leaves_out_what_the_worker_holds_and_a_worker_without_it_says_so(
+    repo: Path, state: Path, tmp_path: Path
+) -> None:
+    first = worktree.create(repo, state, JOB)
+    bundles.pack_base(first, tmp_path / "full.bundle")
+    origin = tmp_path / "w" / "origin.git"
+    bundles.check_out_base(origin, tmp_path / "full.bundle", first.base, tmp_path / "w" / "c1" / "tree", JOB)
+    write(repo / "app.py", "edited again\n")
+    second = worktree.create(repo, state, "job_00000000000000b2")
+    assert first.head is not None and second.head == first.head
+    bundles.pack_base(
+        second, tmp_path / "thin.bundle", [first.head, "0" * 40]
+    )  # an unknown commit is ignored
+    thin, full = (tmp_path / "thin.bundle").stat().st_size, (tmp_path / "full.bundle").stat().st_size
+    assert thin < full
+    checkout = tmp_path / "w" / "c2" / "tree"
+    bundles.check_out_base(origin, tmp_path / "thin.bundle", second.base, checkout, "job_00000000000000b2")
+    assert files(checkout) == files(second.checkout) and (checkout / "app.py").read_text() == "edited again\n"
+    with pytest.raises(bundles.MissingCommits):
+        bundles.check_out_base(
+            tmp_path / "fresh.git", tmp_path / "thin.bundle", second.base, tmp_path / "f", "x"
+        )
