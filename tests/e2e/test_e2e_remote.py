@@ -482,3 +482,41 @@ def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_r
             assert not processes_with_home(w.home)
         redis.terminate()
         redis.wait(10)
+
+
+def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancels_there(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    from task_client import call_tool_task, tasks_extension
+
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [
+            Reply.tool(*kimi.write("hello.py", "print('hi')\n")),
+            Reply.tool(*kimi.shell("sleep 60")),
+            Reply.text_reply("no"),
+        ],
+        marker="REMOTE-TASK",
+    )
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis_url}
+
+    async def body():
+        async with Client(
+            transport(env, repo, tmp_path / "server.log"), timeout=600, extensions=[tasks_extension()]
+        ) as client:
+            args = {"task_description": "REMOTE-TASK", "work_dir": str(repo), "isolation": "worktree"}
+            task = await call_tool_task(client, "kimi_code_task", args)
+            seen: list[str] = []
+            while not any(kimi.shell_tool in message for message in seen):
+                seen.append((await task.status()).status_message or "")
+                await asyncio.sleep(0.2)
+            await task.cancel()
+            done = await call(client, "kimi_job", {"job_id": task.task_id, "wait_s": 60})
+            final = await task.status()  # the worker stopped Kimi: the task ended with its job
+            return seen, final, done
+
+    seen, final, done = asyncio.run(body())
+    assert any(kimi.write_tool in message for message in seen), seen  # the worker's progress, relayed
+    assert final.status == "cancelled" and done["status"] == "cancelled", (final, done)
+    assert done["worker"] == worker.name and done["files_created"] == ["hello.py"], done
+    assert not (repo / "hello.py").exists() and "+print('hi')" in done["diff"]
