@@ -11,7 +11,10 @@ fetches it into the copy's repository and applies the turn's change to the copy'
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import WorkspaceError
@@ -93,8 +96,23 @@ def check_out_base(origin: Path, bundle: Path, base: str, dest: Path, name: str,
     """Fetch ``bundle``'s base into the origin's bare repository ``origin`` (made on first use) and check
     ``base`` out at ``dest``, a new work tree of it (``name``: the copy's id); ``exclude``: the user's
     ``info/exclude`` rules."""
+    origin.parent.mkdir(parents=True, exist_ok=True)
+    with _origin_lock(origin):  # two jobs of one origin at once on this worker: one after the other here
+        _check_out_locked(origin, bundle, base, dest, name, exclude)
+
+
+@contextlib.contextmanager
+def _origin_lock(origin: Path) -> Iterator[None]:
+    with open(origin.parent / f"{origin.name}.lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _check_out_locked(origin: Path, bundle: Path, base: str, dest: Path, name: str, exclude: str) -> None:
     if not (origin / "HEAD").is_file():
-        origin.parent.mkdir(parents=True, exist_ok=True)
         git(["init", "-q", "--bare", "--template=", str(origin)], cwd=origin.parent)
         git(["config", "gc.auto", "0"], cwd=origin, git_dir=origin)
     dest.parent.mkdir(parents=True, exist_ok=True)
