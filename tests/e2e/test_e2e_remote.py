@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_code import wait_until_gone
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
 from git_helpers import committed_repo, git
@@ -114,7 +115,7 @@ def worker(kimi: KimiUnderTest, redis_url: str, tmp_path: Path) -> Iterator[Work
         yield started
     finally:
         assert started.stop() == 0, started.log.read_text()
-        assert not processes_with_home(started.home)
+        assert wait_until_gone(started.home) == []
 
 
 def served(kimi: KimiUnderTest, url: str, workspace: Path, log: Path, body: Any) -> Any:
@@ -297,10 +298,10 @@ def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
         assert done["success"] is True and done["worker"] == survivor.name, done
         assert done["files_created"] == ["after.txt"] and "+ok" in done["diff"]
         assert any("Run again" in note for note in done["notes"]), done["notes"]
-        assert not processes_with_home(victim.home)
+        assert wait_until_gone(victim.home) == []
     finally:
         stopped = [w.stop() if w.proc.poll() is None else 0 for w in workers]  # the killed one is reaped
-        assert all(not processes_with_home(w.home) for w in workers)
+        assert all(wait_until_gone(w.home) == [] for w in workers)
     assert stopped == [0, 0], [w.log.read_text()[-2000:] for w in workers]
 
 
@@ -485,7 +486,7 @@ def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_r
         redis.terminate()
         redis.wait(10)
     assert stopped == [0, 0], [w.log.read_text()[-2000:] for w in workers]
-    assert not any(processes_with_home(w.home) for w in workers)
+    assert all(wait_until_gone(w.home) == [] for w in workers)
 
 
 def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancels_there(
