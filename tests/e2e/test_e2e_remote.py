@@ -525,3 +525,21 @@ def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancel
     assert final.status == "cancelled" and done["status"] == "cancelled", (final, done)
     assert done["worker"] == worker.name and done["files_created"] == ["hello.py"], done
     assert not (repo / "hello.py").exists() and "+print('hi')" in done["diff"]
+
+
+def test_a_job_no_worker_took_yet_is_cancelled_at_once(
+    kimi: KimiUnderTest, redis_url: str, tmp_path: Path
+) -> None:
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+
+    async def body(client: Client):
+        args = {"task_description": "nobody takes this", "work_dir": str(repo), "wait_s": 0}
+        queued = await call(client, "kimi_code_task", args)
+        status = await call(client, "kimi_status", {})
+        await call(client, "kimi_job", {"job_id": queued["job_id"], "action": "cancel"})
+        return queued, status, await call(client, "kimi_job", {"job_id": queued["job_id"], "wait_s": 30})
+
+    queued, status, done = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+    assert queued["status"] in ("queued", "starting"), queued
+    assert status["workers"] == [] and any("no kimi-mcp worker" in w for w in status["warnings"]), status
+    assert done["status"] == "cancelled" and "before a worker took it" in done["error"]["message"], done

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import broker
 from .._logging import get_logger
-from ..errors import BadInput, BrokerError, KimiMCPError, SessionError
+from ..errors import BadInput, BrokerError, KimiMCPError, SessionError, TaskCancelled
 from ..models import TaskResult
 from ..scope import Scope
 from ..task import RunWatch
@@ -46,6 +46,7 @@ Bundler = Callable[[list[str]], bytes]  # the base's bundle without what the giv
 POLL_S = 0.2
 ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
 _TERMINAL = ("completed", "failed", "cancelled")
+_WAITING = ("scheduled", "queued")
 
 
 class Remote(Executor):
@@ -278,6 +279,9 @@ class _Dispatch:
                 if execution.state.value in _TERMINAL:
                     break
                 if self.scope.cancel.is_set() and not cancel_sent:
+                    if execution.state.value in _WAITING:  # no worker took it yet: it never will
+                        await docket.cancel(key or self.job_id)
+                        raise TaskCancelled("the job was cancelled before a worker took it")
                     await redis.set(broker.cancel_key(self.job_id), "1", ex=3600)
                     cancel_sent = True
                 await self._relay(redis)
