@@ -4,7 +4,9 @@ Kimi TUI → the suite's fake Moonshot API, with ``MCP_TOOL_TIMEOUT=8000`` and a
 
 Claude Code declares the tasks extension on its calls, so the call comes back at once as a task; its model is
 told the work moved to the background, and gets a ``<task-notification>`` with kimi-mcp's result when the job
-ends. Its ``TaskStop`` sends ``tasks/cancel``: the turn is interrupted and nothing of Kimi is left."""
+ends. Its ``TaskStop`` sends ``tasks/cancel``: the turn is interrupted and nothing of Kimi is left. Kimi's
+question turns the task ``input_required``: Claude Code shows the form, and the person's answer (sent back by
+``tasks/update``) reaches Kimi's model."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from claude_code import (
 from fake_anthropic import FakeAnthropic, Step, ToolResult
 from fake_moonshot import FakeMoonshot, Reply
 from kimi_env import KimiUnderTest
+from test_e2e_control import COLOUR, answered_with
 
 from kimi_mcp.jobs import STORE_FILE, JobStore
 
@@ -171,5 +174,52 @@ def test_task_stop_in_claude_code_cancels_the_job_and_leaves_no_kimi(
     assert job.result["files_created"] == ["hello.py"] and job.result["error"]["type"] == "cancelled"
     assert (workspace / "hello.py").read_text() == HELLO
     assert kimi_processes(kimi.home) == []  # Kimi, its shell and `sleep 300` are gone with the job
+    tui.close()
+    assert wait_until_gone(kimi.home) == []
+
+
+def test_a_person_answers_kimis_question_in_claude_codes_form(
+    tui: ClaudeTUI, kimi: KimiUnderTest, fake: FakeMoonshot, fake_anthropic: FakeAnthropic
+):
+    """Kimi calls AskUserQuestion (Which colour? Red/Blue/Green) in a job Claude Code runs as a background
+    task (measured: Claude Code 2.1.330 declares the tasks extension, so this is the path taken; the model is
+    told the call moved to the background at once). The task goes ``input_required`` and Claude Code shows
+    "MCP server “kimi” requests your input" with the question: the options as a list under "Colour", a free
+    text "Other", then Accept / Decline. The person answers Blue with the keys: → (expands the options, the
+    cursor on Red), ↓ (Blue), Enter (picks it: "✔ Colour: Blue", the cursor goes on to Other), ↓ (Accept),
+    Enter. The answer reaches Kimi's model, the job finishes, and the ``<task-notification>`` Claude Code
+    hands its model carries the finished job's result."""
+    add_kimi(tui, kimi)
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("painting it blue")])
+    fake_anthropic.script(
+        [
+            Step.tool(TASK, {"task_description": "Pick a colour, then paint"}),
+            Step.final("Kimi is working on it in the background."),
+            Step.final("Kimi painted it."),
+        ]
+    )
+    tui.start()
+    tui.ask("Ask Kimi to paint")
+    form = tui.wait_for_text("MCP server “kimi” requests your input", 240)
+    assert "Kimi asks: Which colour?" in form and "Colour: ▸ not set" in form, form
+    tui.press("right", "down")
+    tui.wait_for_text("❯ ◯ Blue", 30)  # the options expanded, the cursor on Blue
+    tui.press("enter", "down")
+    picked = tui.wait_for_text("❯ Accept", 30)
+    assert "✔ Colour: Blue" in picked, picked
+    assert fake.pending() == 1  # Kimi still waits on the question: its last reply was not asked for
+    tui.press("enter")
+    tui.wait_until(lambda: fake_anthropic.pending() == 0, 240, "task notification")
+
+    task_id, job_id = background_notice(fake_anthropic)
+    assert answered_with(fake)["answers"] == {"Which colour?": "Blue"}  # what Kimi's model was told
+    [note] = fake_anthropic.notifications()
+    assert f"<task-id>{task_id}</task-id>" in note and "<status>completed</status>" in note, note
+    result = json.loads(html.unescape(note.split("<result>")[1].split("</result>")[0]))
+    assert result["job_id"] == job_id and result["status"] == "done" and result["success"] is True, result
+    assert result["output"] == "painting it blue"
+    assert any("answered: Blue" in n for n in result["notes"]), result["notes"]
+    assert "requests your input" not in tui.screen.text  # the form is gone
+    assert stored_job(kimi, job_id).status == "done"
     tui.close()
     assert wait_until_gone(kimi.home) == []

@@ -17,6 +17,10 @@ import pexpect
 import psutil
 from kimi_env import base_env
 
+from kimi_mcp.session._screen import TerminalScreen
+
+#: keys as the pty sends them (xterm)
+KEYS = {"up": "\x1b[A", "down": "\x1b[B", "right": "\x1b[C", "left": "\x1b[D", "enter": "\r", "tab": "\t"}
 REPO = Path(__file__).resolve().parents[2]
 #: the stdio command line from the README's Claude Code section
 SERVER_COMMAND = ["uv", "run", "--project", str(REPO), "kimi-mcp"]
@@ -139,6 +143,7 @@ class ClaudeTUI:
         self.env = {**claude.env, "TERM": "xterm-256color", **env}
         self.child: Any = None
         self.screen_log = claude.cwd.parent / "claude-tui.log"
+        self.screen = TerminalScreen(rows=50, cols=160)  # what the TUI shows now (fed by every read)
 
     def seed_config(self) -> None:
         """Mark onboarding done, the workspace trusted and the fake key approved (keeps what is there)."""
@@ -156,7 +161,7 @@ class ClaudeTUI:
             str(self.claude.binary), ["--allowedTools", ",".join(self.allowed)], cwd=str(self.claude.cwd),
             env=self.env, encoding="utf-8", dimensions=(50, 160), timeout=timeout,
         )  # fmt: skip
-        self.child.logfile_read = open(self.screen_log, "a")  # noqa: SIM115 - closed in close()
+        self.child.logfile_read = _Tee(open(self.screen_log, "a"), self.screen)  # noqa: SIM115 - closed in close()
         self.child.expect("❯")  # the input box
         self.wait_until(lambda: "tools listed to the client" in self._server_log(), timeout, "kimi's tools")
 
@@ -178,6 +183,17 @@ class ClaudeTUI:
             except pexpect.EOF as exc:
                 raise AssertionError(f"Claude Code exited while waiting for {what}") from exc
 
+    def wait_for_text(self, text: str, timeout: float) -> str:
+        """Wait until ``text`` is on the screen; the screen's text."""
+        self.wait_until(lambda: text in self.screen.text, timeout, repr(text))
+        return self.screen.text
+
+    def press(self, *keys: str, pause: float = 0.5) -> None:
+        """Send keys one by one (names from ``KEYS``, else literal text), letting the TUI redraw between."""
+        for key in keys:
+            self.child.send(KEYS.get(key, key))
+            self.child.expect(pexpect.TIMEOUT, timeout=pause)  # keeps reading the screen meanwhile
+
     def close(self) -> None:
         """Leave as a person does (Ctrl-C twice), then make sure it is gone."""
         if self.child is None:
@@ -192,3 +208,20 @@ class ClaudeTUI:
 
     def _server_log(self) -> str:
         return self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
+
+
+class _Tee:
+    """pexpect's ``logfile_read``: the raw output to the screen log, and into the screen."""
+
+    def __init__(self, log: Any, screen: TerminalScreen) -> None:
+        self.log, self.screen = log, screen
+
+    def write(self, data: str) -> None:
+        self.log.write(data)
+        self.screen.feed(data)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def close(self) -> None:
+        self.log.close()
