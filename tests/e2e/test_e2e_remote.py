@@ -512,7 +512,9 @@ def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancel
             args = {"task_description": "REMOTE-TASK", "work_dir": str(repo), "isolation": "worktree"}
             task = await call_tool_task(client, "kimi_code_task", args)
             seen: list[str] = []
-            while not any(kimi.shell_tool in message for message in seen):
+            deadline = time.monotonic() + 120
+            while not any(kimi.shell_tool in message for message in seen):  # the worker's progress, relayed
+                assert time.monotonic() < deadline, seen[-5:]
                 seen.append((await task.status()).status_message or "")
                 await asyncio.sleep(0.2)
             await task.cancel()
@@ -521,7 +523,6 @@ def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancel
             return seen, final, done
 
     seen, final, done = asyncio.run(body())
-    assert any(kimi.write_tool in message for message in seen), seen  # the worker's progress, relayed
     assert final.status == "cancelled" and done["status"] == "cancelled", (final, done)
     assert done["worker"] == worker.name and done["files_created"] == ["hello.py"], done
     assert not (repo / "hello.py").exists() and "+print('hi')" in done["diff"]
