@@ -446,7 +446,9 @@ def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_r
         ],
         marker="REMOTE-T",
     )
-    fake.script([Reply.text_reply("back")], marker="REMOTE-BACK")
+    fake.script(
+        [Reply("text", text="back", repeat=10)], marker="REMOTE-BACK"
+    )  # for each try after the restart
     try:
 
         async def spread(client: Client):
@@ -475,11 +477,18 @@ def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_r
         assert failed["error"]["type"] == "broker" and failed["error"]["retryable"] is True, failed
         redis = start_redis()
         deadline = time.monotonic() + 60
+        tries: list[dict] = []
         while True:  # the workers reconnect by themselves (Docket retries every few seconds)
             back = served(kimi, url, repo, tmp_path / "server3.log", down)
+            tries.append(back)
             if back["success"] or time.monotonic() > deadline:
                 break
             time.sleep(2)
+        # A job that reaches a worker before its heartbeat saw Redis come back may fail, retryably, on a
+        # connection Docket opened before the outage (README); the next one runs.
+        assert len(tries) <= 2 and all(
+            t["error"]["type"] == "broker" and t["error"]["retryable"] for t in tries[:-1]
+        ), tries
         assert back["success"] is True and back["output"] == "back", back
     finally:
         stopped = [w.stop() for w in workers]
