@@ -50,7 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "helpers"))
 
 import kimi_install  # noqa: E402
-from fake_moonshot import FakeMoonshot, Reply  # noqa: E402
+from fake_moonshot import COLOUR, FakeMoonshot, Reply  # noqa: E402
 from fastmcp import Client  # noqa: E402
 from kimi_env import FAKE_KEY, KimiUnderTest, base_env, kimi_code_env_for  # noqa: E402
 from mcp_helpers import processes_with_home, transport  # noqa: E402
@@ -59,16 +59,6 @@ SETTLE_S = 4.0  # before each timed job: the standby the previous call left is r
 SLEEP_S = 4  # the shell command Kimi is busy with while the message is steered in
 STEP_TOKENS = 1020  # what the fake API reports for every reply (1000 in + 20 out)
 LIMITS = (1500, 2500, 3500)
-COLOUR = {
-    "questions": [
-        {
-            "question": "Which colour?",
-            "header": "Colour",
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
-            "multi_select": False,
-        }
-    ]
-}
 Row = dict[str, Any]
 
 

@@ -28,9 +28,9 @@ from claude_code import (
     wait_until_gone,
 )
 from fake_anthropic import FakeAnthropic, Step, ToolResult
-from fake_moonshot import FakeMoonshot, Reply
+from fake_moonshot import COLOUR, FakeMoonshot, Reply
 from kimi_env import KimiUnderTest
-from test_e2e_control import COLOUR, answered_with
+from test_e2e_control import answered_with
 
 from kimi_mcp.jobs import STORE_FILE, JobStore
 

@@ -11,24 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_moonshot import FakeMoonshot, Reply
+from fake_moonshot import COLOUR, FakeMoonshot, Reply
 from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, transport
 
 pytestmark = pytest.mark.e2e
-
-COLOUR = {
-    "questions": [
-        {
-            "question": "Which colour?",
-            "header": "Colour",
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
-            "multi_select": False,
-        }
-    ]
-}
 
 
 def run(kimi: KimiUnderTest, workspace: Path, log: Path, body, **client: Any) -> Any:

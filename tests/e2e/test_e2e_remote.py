@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from claude_code import wait_until_gone
-from fake_moonshot import FakeMoonshot, Reply
+from fake_moonshot import COLOUR, FakeMoonshot, Reply
 from fastmcp import Client
 from git_helpers import committed_repo, git
 from kimi_env import KimiUnderTest
@@ -349,18 +349,6 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
     assert done["files_created"] == ["late.txt"] and "+late" in done["diff"]
     assert any("restarted" in note for note in done["notes"]), done["notes"]
     assert [j["status"] for j in listed["jobs"] if j["job_id"] == started["job_id"]] == ["running"]
-
-
-COLOUR = {
-    "questions": [
-        {
-            "question": "Which colour?",
-            "header": "Colour",
-            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
-            "multi_select": False,
-        }
-    ]
-}
 
 
 def test_kimis_question_and_a_steered_message_travel_through_the_broker(

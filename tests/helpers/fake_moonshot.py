@@ -77,6 +77,19 @@ class Reply:
         return cls("hang", token_delay=seconds)
 
 
+#: AskUserQuestion's arguments for one single-select question with three options (Red, Blue, Green)
+COLOUR = {
+    "questions": [
+        {
+            "question": "Which colour?",
+            "header": "Colour",
+            "options": [{"label": "Red", "description": "warm"}, {"label": "Blue"}, {"label": "Green"}],
+            "multi_select": False,
+        }
+    ]
+}
+
+
 def last_user_text(body: dict[str, Any]) -> str:
     """The last real user text: skips Kimi Code's ``<system-reminder>`` messages, reads list contents."""
     for msg in reversed(body.get("messages") or []):
