@@ -25,8 +25,9 @@ from . import broker
 from ._logging import get_logger
 from .errors import KimiMCPError, SessionError
 from .executors import Runtime
+from .executors._local import run_turn
 from .jobs import deliver_to
-from .models import ErrorInfo, TaskResult
+from .models import ErrorInfo, TaskResult, VerifyOutcome
 from .scope import Scope, TokenMeter
 from .task import RunWatch
 
@@ -130,7 +131,6 @@ def _given_up(worker: WorkerContext, request: dict[str, Any], runs: int) -> dict
 
 def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, scope: Scope) -> dict[str, Any]:
     """In a thread: check the tree out, run the spec, pack the turn; every failure is the job's result."""
-    from .executors._local import run_turn
     from .jobs import JobSpec
     from .worktree import bundles, run_verify
     from .worktree._model import Isolated
@@ -163,10 +163,13 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
                 suggestion="Start the task again (kimi_code_task), or continue where its copy is.",
                 retryable=True,
             )
-        result = _turn(spec, iso, runtime, scope, run_turn)
+        here = dataclasses.replace(
+            spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
+        )  # the checkout is the copy: verified below, once
+        result = run_turn(here, runtime, scope=scope, watch=RunWatch(), isolated=True)
         if spec.verify_command and result.success:
             outcome = run_verify(iso, spec.verify_command, runtime.settings.verify_timeout)
-            result.verify = _verify_info(outcome)
+            result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "turn.bundle"
             ref, end = bundles.pack_turn(iso.checkout, request["start"], out, copy)
@@ -182,16 +185,3 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
         "result": result.model_dump(mode="json"), "_bundle": data, "ref": ref, "start": request["start"],
         "end": end, "worker": worker.name, "at": time.time(), "have": have,
     }  # fmt: skip
-
-
-def _turn(spec: Any, iso: Any, runtime: Runtime, scope: Scope, run_turn: Any) -> TaskResult:
-    here = dataclasses.replace(
-        spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
-    )
-    return run_turn(here, runtime, scope=scope, watch=RunWatch(), isolated=True)
-
-
-def _verify_info(outcome: Any) -> Any:
-    from .models import VerifyOutcome
-
-    return VerifyOutcome(**dataclasses.asdict(outcome))
