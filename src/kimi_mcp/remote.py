@@ -43,6 +43,7 @@ class WorkerContext:
     name: str
     runtime: Runtime
     url: str  # the broker
+    dialect: str | None = None  # of this worker's Kimi (None: it has none)
     busy: int = 0  # jobs running here
     generation: int = 0  # bumped when the broker comes back after an outage
 
@@ -73,7 +74,8 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
                 f"Run again on the worker {worker.name}: the worker that ran it before stopped mid-turn."
             )
         blob = await redis.get(request["bundle"]) if request.get("bundle") else None
-        work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, scope))
+        held = await redis.get(request["session"]) if request.get("session") else None
+        work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, held, scope))
         try:
             await _relay(redis, job_id, scope, work)
         finally:
@@ -83,13 +85,14 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
             key = broker.have_key(request["origin"], worker.name)
             await redis.sadd(key, *answer.pop("have"))
             await redis.expire(key, broker.HAVE_TTL_S)
-        if answer.get("needs_full"):
+        if answer.get("needs_full") or answer.get("needs_copy"):
             return answer
-        data = answer.pop("_bundle")
-        if data is not None:
-            key = broker.blob_key()
-            await redis.set(key, data, ex=broker.BLOB_TTL_S)
-            answer["bundle"] = key
+        for field, name in (("_bundle", "bundle"), ("_session", "session")):
+            data = answer.pop(field, None)
+            if data is not None:
+                key = broker.blob_key()
+                await redis.set(key, data, ex=broker.BLOB_TTL_S)
+                answer[name] = key
         session = answer["result"].get("session_id")
         if session:
             await redis.set(broker.session_key(session), worker.name, ex=broker.SESSION_TTL_S)
@@ -129,40 +132,23 @@ def _given_up(worker: WorkerContext, request: dict[str, Any], runs: int) -> dict
     return {"result": failed.model_dump(mode="json"), "worker": worker.name}
 
 
-def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, scope: Scope) -> dict[str, Any]:
-    """In a thread: check the tree out, run the spec, pack the turn; every failure is the job's result."""
+def _run(
+    worker: WorkerContext, request: dict[str, Any], blob: bytes | None, held: bytes | None, scope: Scope
+) -> dict[str, Any]:
+    """In a thread: check the tree out, run the spec, pack the turn; every failure is the job's result;
+    ``held``: the conversation's Kimi files, when it moves here from a worker that is gone."""
     from .jobs import JobSpec
     from .worktree import bundles, run_verify
-    from .worktree._model import Isolated
 
     runtime = worker.runtime
     spec = JobSpec.from_dict(request["spec"])
-    copy, state = request["copy"], runtime.state_dir
-    origin = state / "origins" / f"{request['origin']}.git"
-    root = state / "checkouts" / copy
-    iso = Isolated(
-        id=copy, root=root, repo=root, subdir=request["subdir"], base=request["base"], created_at=0.0
-    )
+    iso = _isolated(worker, request)
     worker.busy += 1
     try:
-        if blob is not None:
-            if iso.checkout.exists():  # a job run again here: start over from the base
-                bundles.remove_checkout(origin, iso.checkout)
-            with tempfile.NamedTemporaryFile(suffix=".bundle") as file:
-                file.write(blob)
-                file.flush()
-                try:
-                    bundles.check_out_base(
-                        origin, Path(file.name), request["base"], iso.checkout, copy, request["exclude"]
-                    )
-                except bundles.MissingCommits:  # made for workers holding commits this one lacks
-                    return {"needs_full": True, "worker": worker.name, "_bundle": None}
-        elif not iso.checkout.is_dir():
-            raise SessionError(
-                f"the worker {worker.name} no longer holds the copy {copy}",
-                suggestion="Start the task again (kimi_code_task), or continue where its copy is.",
-                retryable=True,
-            )
+        if (missing := _check_out(worker, request, blob, iso)) is not None:
+            return missing
+        if held is not None:
+            _take_conversation(worker, held, iso.workspace, request, scope)
         here = dataclasses.replace(
             spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
         )  # the checkout is the copy: verified below, once
@@ -172,8 +158,9 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
             result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "turn.bundle"
-            ref, end = bundles.pack_turn(iso.checkout, request["start"], out, copy)
+            ref, end = bundles.pack_turn(iso.checkout, request["start"], out, request["copy"])
             data = out.read_bytes()
+        conversation = _conversation(result, runtime.env, iso.workspace)
     except KimiMCPError as exc:
         failed = TaskResult(success=False, workspace=spec.workspace, error=ErrorInfo.from_exception(exc))
         return {"result": failed.model_dump(mode="json"), "_bundle": None, "worker": worker.name}
@@ -183,5 +170,75 @@ def _run(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, sco
     have = [c for c in (request.get("head"), request["base"]) if c]
     return {
         "result": result.model_dump(mode="json"), "_bundle": data, "ref": ref, "start": request["start"],
-        "end": end, "worker": worker.name, "at": time.time(), "have": have,
+        "end": end, "worker": worker.name, "at": time.time(), "have": have, "_session": conversation,
     }  # fmt: skip
+
+
+def _isolated(worker: WorkerContext, request: dict[str, Any]) -> Any:
+    """The job's copy on this worker: ``<state>/checkouts/<copy>/tree`` (a work tree of its origin's
+    repository)."""
+    from .worktree._model import Isolated
+
+    root = worker.runtime.state_dir / "checkouts" / request["copy"]
+    return Isolated(
+        id=request["copy"],
+        root=root,
+        repo=root,
+        subdir=request["subdir"],
+        base=request["base"],
+        created_at=0.0,
+    )
+
+
+def _check_out(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, iso: Any) -> dict | None:
+    """Check the copy out from the request's bundle (or find it here, for a follow-up); None when done,
+    else the answer that asks the server for more: the whole history, or the copy itself."""
+    from .worktree import bundles
+
+    origin = worker.runtime.state_dir / "origins" / f"{request['origin']}.git"
+    if blob is None:
+        if iso.checkout.is_dir():
+            return None
+        log.info("job %s: the copy %s is no longer here; asking for it", request["job_id"], request["copy"])
+        return {"needs_copy": True, "worker": worker.name, "_bundle": None}
+    if (
+        iso.checkout.exists()
+    ):  # a job run again here, or a conversation coming back: start over from the bundle
+        bundles.remove_checkout(origin, iso.checkout)
+    with tempfile.NamedTemporaryFile(suffix=".bundle") as file:
+        file.write(blob)
+        file.flush()
+        try:
+            bundles.check_out_base(
+                origin, Path(file.name), request["start"], iso.checkout, request["copy"], request["exclude"]
+            )
+        except bundles.MissingCommits:  # made for workers holding commits this one lacks
+            return {"needs_full": True, "worker": worker.name, "_bundle": None}
+    return None
+
+
+def _take_conversation(
+    worker: WorkerContext, held: bytes, workspace: Path, request: dict[str, Any], scope: Scope
+) -> None:
+    """Put a conversation that moves here into this worker's Kimi home, for the copy's new place."""
+    from .drivers import driver_class
+    from .drivers._sessions import place
+
+    if worker.dialect is None:
+        raise SessionError(f"the worker {worker.name} has no Kimi to resume the conversation with")
+    place(driver_class(worker.dialect), worker.runtime.env, held, workspace)
+    scope.note(
+        f"This conversation moved to the worker {worker.name}: {request.get('moved_from') or 'the worker'}, "
+        "which held it, is gone; Kimi resumed it from its own session files."
+    )
+
+
+def _conversation(result: TaskResult, env: dict[str, str], workspace: Path) -> bytes | None:
+    """Kimi's files of the job's conversation (they travel with each result, so another worker can continue
+    it when this one is gone)."""
+    from .drivers import driver_class
+    from .drivers._sessions import pack
+
+    if not result.session_id or not result.dialect:
+        return None
+    return pack(driver_class(result.dialect), env, result.session_id, workspace)

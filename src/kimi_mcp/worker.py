@@ -96,7 +96,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    context = remote.WorkerContext(name=name, runtime=runtime, url=url)
+    context = remote.WorkerContext(name=name, runtime=runtime, url=url, dialect=facts["dialect"])
     remote.CURRENT = context
     tasks = [
         asyncio.create_task(_consume(url, broker.DOCKET, name, concurrency, lease, context)),

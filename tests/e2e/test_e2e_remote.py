@@ -262,6 +262,49 @@ def test_a_follow_up_goes_to_the_worker_holding_the_conversation_and_a_cancel_re
     assert len(sizes) == 2 and sizes[1] < sizes[0], sizes  # the second leaves out what the worker holds
 
 
+def test_a_follow_up_whose_worker_is_gone_moves_to_another_with_its_conversation(
+    kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
+) -> None:
+    workers = [Worker(kimi, redis_url, tmp_path, f"m1-{kimi.name}")]
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first turn")], marker="REMOTE-M1"
+    )
+    fake.script(
+        [Reply.tool(*kimi.write("two.txt", "2\n")), Reply.text_reply("second turn", requires="REMOTE-M1")],
+        marker="REMOTE-M2",
+    )
+    fake.script([Reply.text_reply("third turn", requires="REMOTE-M2")], marker="REMOTE-M3")
+    try:
+
+        async def body(client: Client):
+            args = {"task_description": "REMOTE-M1", "work_dir": str(repo), "isolation": "worktree"}
+            first = await call(client, "kimi_code_task", args)
+            assert await asyncio.to_thread(workers[0].stop) == 0  # the machine holding the conversation goes
+            workers.append(await asyncio.to_thread(Worker, kimi, redis_url, tmp_path, f"m2-{kimi.name}"))
+            session = first["session_id"]
+            second = await call(client, "kimi_continue", {"session_id": session, "message": "REMOTE-M2"})
+            third = await call(client, "kimi_continue", {"session_id": session, "message": "REMOTE-M3"})
+            return first, second, third
+
+        first, second, third = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+        assert first["success"] is True and first["worker"] == workers[0].name, first
+        # the model saw the first turn: Kimi on the second worker resumed the same conversation
+        assert second["success"] is True and second["output"] == "second turn", second
+        assert second["worker"] == workers[1].name and second["session_id"] == first["session_id"]
+        assert any("moved to the worker" in note for note in second["notes"]), second["notes"]
+        assert second["worktree"]["id"] == first["worktree"]["id"] and second["files_created"] == ["two.txt"]
+        assert "+1" in second["diff"] and "+2" in second["diff"]  # the copy's whole change, both turns
+        # the second worker holds it now: the next follow-up goes there, and the history is whole
+        assert third["output"] == "third turn" and third["worker"] == workers[1].name, third
+        moved = [r for r in fake.chat_requests() if "REMOTE-M2" in json.dumps(r["body"])]
+        assert moved and str(workers[0].state) not in json.dumps(moved[-1]["body"])  # paths of the new place
+    finally:
+        stopped = [w.stop() for w in workers]
+        assert all(wait_until_gone(w.home) == [] for w in workers)
+    assert stopped == [0] * len(workers), [w.log.read_text()[-2000:] for w in workers]
+
+
 def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
     kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
 ) -> None:

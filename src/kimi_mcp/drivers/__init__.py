@@ -13,6 +13,7 @@ __all__ = [
     "ScreenState",
     "WireEvent",
     "check_node",
+    "driver_class",
     "find_binary",
     "installed_version",
     "make_driver",
@@ -22,6 +23,9 @@ __all__ = [
 
 def make_driver(install: KimiInstall) -> Driver:
     """The driver for the dialect ``install`` speaks (one instance per session)."""
-    if install.dialect == "legacy":
-        return LegacyDriver(install)
-    return KimiCodeDriver(install)
+    return driver_class(install.dialect)(install)
+
+
+def driver_class(dialect: str) -> type[Driver]:
+    """The driver class of a dialect's name (``KimiInstall.dialect``), for what needs no install: its files."""
+    return LegacyDriver if dialect == "legacy" else KimiCodeDriver

@@ -461,6 +461,17 @@ class Driver(ABC):
         """The folder holding this Kimi's sessions (it honours Kimi's own home variables); a class method,
         so what needs only the store (``kimi-mcp prune``) finds it without a Kimi install."""
 
+    @classmethod
+    @abstractmethod
+    def store_key(cls, workdir: str) -> str:
+        """The folder below ``sessions_root`` that holds the conversations started in ``workdir``."""
+
+    @classmethod
+    @abstractmethod
+    def register_session(cls, env: dict[str, str], session_id: str, workdir: str, folder: Path) -> None:
+        """Tell this Kimi that ``folder`` holds ``session_id``, a conversation in ``workdir`` (its files were
+        put there by kimi-mcp: a conversation moved from another machine)."""
+
     def wire_log(self, env: dict[str, str], workspace: Path, session_id: str | None) -> Path | None:
         """The session's wire.jsonl if it exists yet."""
         if not session_id:
@@ -517,3 +528,10 @@ class Driver(ABC):
     @staticmethod
     def home_of(env: dict[str, str]) -> Path:
         return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` at once (a Kimi reading it never sees half of it)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)

@@ -11,8 +11,10 @@ swallowed as part of a paste burst); the session log
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from .base import (
     WireEvent,
     json_record,
     login_failed,
+    write_atomically,
 )
 
 _SESSION = re.compile(r"Session:\s+(session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
@@ -228,6 +231,36 @@ class KimiCodeDriver(Driver):
     def sessions_root(cls, env: dict[str, str]) -> Path:
         explicit = env.get("KIMI_CODE_HOME")
         return (Path(explicit) if explicit else cls.home_of(env) / ".kimi-code") / "sessions"
+
+    @classmethod
+    def store_key(cls, workdir: str) -> str:
+        """``wd_<slug of the folder's name>_<sha256 of the path, 12 hex>`` (Kimi Code's encodeWorkDirKey)."""
+        normalized = workdir.replace("\\", "/").rstrip("/")
+        slug = re.sub(r"[^a-z0-9._-]+", "-", normalized.rsplit("/", 1)[-1].lower()).strip("-")[:40].strip("-")
+        digest = hashlib.sha256(normalized.encode()).hexdigest()[:12]
+        return f"wd_{slug if slug not in ('', '.', '..') else 'workspace'}_{digest}"
+
+    @classmethod
+    def register_session(cls, env: dict[str, str], session_id: str, workdir: str, folder: Path) -> None:
+        """Kimi Code resumes a session its ``session_index.jsonl`` lists, in a workspace ``workspaces.json``
+        knows."""
+        home = cls.sessions_root(env).parent
+        entry = {"sessionId": session_id, "sessionDir": str(folder), "workDir": workdir}
+        with open(home / "session_index.jsonl", "a", encoding="utf-8") as index:
+            index.write(json.dumps(entry, separators=(",", ":")) + "\n")
+        listed = home / "workspaces.json"
+        data = (
+            json.loads(listed.read_text())
+            if listed.is_file()
+            else {"version": 1, "deleted_workspace_ids": []}
+        )
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+        name = workdir.rstrip("/").rsplit("/", 1)[-1]
+        known = data.setdefault("workspaces", {})
+        known.setdefault(folder.parent.name, {"root": workdir, "name": name, "created_at": now})[
+            "last_opened_at"
+        ] = now
+        write_atomically(listed, json.dumps(data, separators=(",", ":")))
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         record = json_record(line)

@@ -8,6 +8,8 @@ calls are logged there *before* their approval panel appears.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from .base import (
     WireEvent,
     json_record,
     login_failed,
+    write_atomically,
 )
 
 _SPINNER = re.compile(r"[\u2800-\u28ff\U0001F311-\U0001F318]")
@@ -231,6 +234,19 @@ class LegacyDriver(Driver):
     def sessions_root(cls, env: dict[str, str]) -> Path:
         share = env.get("KIMI_SHARE_DIR")
         return (Path(share) if share else cls.home_of(env) / ".kimi") / "sessions"
+
+    @classmethod
+    def store_key(cls, workdir: str) -> str:
+        return hashlib.md5(workdir.encode(), usedforsecurity=False).hexdigest()  # kimi_cli.metadata
+
+    @classmethod
+    def register_session(cls, env: dict[str, str], session_id: str, workdir: str, folder: Path) -> None:
+        """kimi-cli finds a session only through its work directory's entry in ``kimi.json``."""
+        meta = cls.sessions_root(env).parent / "kimi.json"
+        data = json.loads(meta.read_text()) if meta.is_file() else {}
+        dirs = [d for d in data.get("work_dirs", []) if d.get("path") != workdir or d.get("kaos") != "local"]
+        dirs.append({"path": workdir, "kaos": "local", "last_session_id": session_id})
+        write_atomically(meta, json.dumps({**data, "work_dirs": dirs}, indent=2))
 
     def parse_wire_line(self, line: str) -> list[WireEvent]:
         record = json_record(line)

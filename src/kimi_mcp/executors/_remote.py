@@ -19,10 +19,12 @@ import asyncio
 import functools
 import hashlib
 import json
+import os
 import socket
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,9 @@ log = get_logger("executors")
 Bundler = Callable[[list[str]], bytes]  # the base's bundle without what the given commits hold
 
 POLL_S = 0.2
+CONVERSATION_FILE = (
+    "conversation.tar.gz"  # in a copy's folder: Kimi's files of its conversation, from the worker
+)
 ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
 _TERMINAL = ("completed", "failed", "cancelled")
 _WAITING = ("scheduled", "queued")
@@ -74,8 +79,10 @@ class Remote(Executor):
         else:
             iso = worktree.create(Path(spec.workspace), state, job_id)
         request = self._request(spec, job_id, iso)
-        bundler = None if spec.copy is not None else functools.partial(self._base_bundle, iso)
-        answer = self._dispatch(request, bundler, spec.session_id, scope, watch)
+        copy = _Copy(
+            functools.partial(self._base_bundle, iso), iso.root / CONVERSATION_FILE, spec.copy is None
+        )
+        answer = self._dispatch(request, copy, spec.session_id, scope, watch)
         return self._finish(spec, iso, request, answer, scope)
 
     def adoptable(self, job_id: str) -> bool:
@@ -92,7 +99,9 @@ class Remote(Executor):
         iso = worktree.load(self.runtime.state_dir, spec.copy or job_id)
         request = self._request(spec, job_id, iso)
         try:
-            answer = asyncio.run(_Dispatch(self.url, request, None, None, scope, watch, resume=True).run())
+            answer = asyncio.run(
+                _Dispatch(self.url, request, None, spec.session_id, scope, watch, resume=True).run()
+            )
         except (OSError, TimeoutError) as exc:
             raise broker.unreachable(self.host, exc) from exc
         scope.note("This server restarted while a worker ran the job; it picked the result up.")
@@ -130,15 +139,10 @@ class Remote(Executor):
             return out.read_bytes()
 
     def _dispatch(
-        self,
-        request: dict[str, Any],
-        bundler: Bundler | None,
-        session: str | None,
-        scope: Scope,
-        watch: RunWatch,
+        self, request: dict[str, Any], copy: _Copy, session: str | None, scope: Scope, watch: RunWatch
     ) -> dict[str, Any]:
         try:
-            return asyncio.run(_Dispatch(self.url, request, bundler, session, scope, watch).run())
+            return asyncio.run(_Dispatch(self.url, request, copy, session, scope, watch).run())
         except KimiMCPError:
             raise
         except (OSError, TimeoutError) as exc:
@@ -156,6 +160,8 @@ class Remote(Executor):
 
         result = result_class(spec.tool).model_validate(answer["result"])
         result.worker = answer.get("worker")
+        if answer.get("session_bytes") is not None:  # Kimi's files of the conversation, for a move
+            _keep_conversation(iso.root / CONVERSATION_FILE, answer["session_bytes"])
         data = answer.get("bundle_bytes")
         if data is not None:
             with tempfile.TemporaryDirectory() as folder:
@@ -168,6 +174,23 @@ class Remote(Executor):
         if not spec.isolated and result.worktree is not None and result.worktree.files_changed:
             _apply_on_return(iso, result)
         return result
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """What a job's copy can send a worker: its bundle (``bundler``), and Kimi's files of its conversation
+    (``conversation``, kept from the last turn); ``fresh``: a new job (else a follow-up, whose holder has
+    the copy unless it is gone)."""
+
+    bundler: Bundler
+    conversation: Path
+    fresh: bool
+
+
+def _keep_conversation(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
 
 
 def origin_of(iso: Isolated) -> str:
@@ -192,13 +215,14 @@ def _apply_on_return(iso: Isolated, result: TaskResult) -> None:
 
 class _Dispatch:
     """One job's round trip through the broker (in the job's thread, on an event loop of its own);
-    ``resume``: the job was queued by a server that died, follow it from where it is."""
+    ``copy``: what the job's copy can send (None when resuming); ``resume``: the job was queued by a server
+    that died, follow it from where it is."""
 
     def __init__(
-        self, url: str, request: dict[str, Any], bundler: Bundler | None, session: str | None, scope: Scope,
+        self, url: str, request: dict[str, Any], copy: _Copy | None, session: str | None, scope: Scope,
         watch: RunWatch, *, resume: bool = False,
     ) -> None:  # fmt: skip
-        self.url, self.request, self.bundler, self.session = url, request, bundler, session
+        self.url, self.request, self.copy, self.session = url, request, copy, session
         self.scope, self.watch, self.resume = scope, watch, resume
         self.job_id: str = request["job_id"]
         self.asked: str | None = None  # the question last seen in Redis (JSON)
@@ -206,59 +230,94 @@ class _Dispatch:
     async def run(self) -> dict[str, Any]:
         async with broker.open_docket(self.url) as shared:
             async with shared.redis() as redis:
-                if self.resume:
-                    holder = await _decoded(redis.get(broker.route_key(self.job_id)))
-                else:
-                    if self.bundler is not None:
-                        have = await broker.common_commits(redis, self.request["origin"])
-                        await self._send_bundle(redis, have)
-                    holder = await self._holder(redis)
-                    await redis.set(broker.route_key(self.job_id), holder or "", ex=broker.BLOB_TTL_S)
-            if not holder:
-                answer = await self._follow(shared)
-                if answer.get("needs_full") and self.bundler is not None:  # a worker without those commits
-                    async with shared.redis() as redis:
-                        await redis.delete(self.request["bundle"])
-                        await self._send_bundle(redis, [])
-                    answer = await self._follow(shared, f"{self.job_id}.full")
-            else:
+                holder, key = await self._route(redis)
+            if holder:
                 async with broker.open_docket(self.url, broker.worker_docket(holder)) as own:
-                    answer = await self._follow(own, holder)
-            async with shared.redis() as redis:
-                if self.request.get("bundle"):
+                    answer = await self._follow(own, holder, key)
+                if answer.get("needs_copy"):  # the holder no longer has the copy: it moves like a gone one's
+                    async with shared.redis() as redis:
+                        await self._send_copy(redis, holder)
+                        key = await self._routed(redis, "", f"{self.job_id}.moved")
+                    answer = await self._follow(shared, key=key)
+            else:
+                answer = await self._follow(shared, key=key)
+            if answer.get("needs_full") and self.copy is not None:  # a worker without those commits
+                async with shared.redis() as redis:
                     await redis.delete(self.request["bundle"])
-                if answer.get("bundle"):
-                    answer["bundle_bytes"] = await redis.get(answer["bundle"])
-                    await redis.delete(answer["bundle"])
-                await redis.delete(broker.route_key(self.job_id))
+                    await self._send_bundle(redis, [])
+                    key = await self._routed(redis, "", f"{self.job_id}.full")
+                answer = await self._follow(shared, key=key)
+            async with shared.redis() as redis:
+                await self._collect(redis, answer)
         return answer
 
+    async def _route(self, redis: Any) -> tuple[str, str]:
+        """(the worker whose own docket takes the job, "" for the shared one; Docket's key for it), after
+        sending what the worker needs: a new job's base; a follow-up's copy and conversation when the
+        worker that held it is gone. Recorded in Redis, so a restarted server finds the job."""
+        if self.resume:
+            return route_of(await _decoded(redis.get(broker.route_key(self.job_id))), self.job_id)
+        assert self.copy is not None
+        holder = ""
+        if self.copy.fresh:
+            await self._send_bundle(redis, await broker.common_commits(redis, self.request["origin"]))
+        else:
+            holder, gone = await self._holder(redis)
+            if not holder:
+                await self._send_copy(redis, gone)
+        return holder, await self._routed(redis, holder, self.job_id)
+
+    async def _routed(self, redis: Any, holder: str, key: str) -> str:
+        await redis.set(broker.route_key(self.job_id), json.dumps([holder, key]), ex=broker.BLOB_TTL_S)
+        return key
+
+    async def _collect(self, redis: Any, answer: dict[str, Any]) -> None:
+        """Take the worker's bundle and conversation files out of Redis; drop what this job left there."""
+        for sent in ("bundle", "session"):
+            if self.request.get(sent):
+                await redis.delete(self.request[sent])
+        for name in ("bundle", "session"):
+            if answer.get(name):
+                answer[f"{name}_bytes"] = await redis.get(answer[name])
+                await redis.delete(answer[name])
+        await redis.delete(broker.route_key(self.job_id))
+
     async def _send_bundle(self, redis: Any, have: list[str]) -> None:
-        assert self.bundler is not None
-        blob = await asyncio.to_thread(self.bundler, have)
+        assert self.copy is not None
+        blob = await asyncio.to_thread(self.copy.bundler, have)
         self.request["bundle"] = key = broker.blob_key()
         await redis.set(key, blob, ex=broker.BLOB_TTL_S)
 
-    async def _holder(self, redis: Any) -> str | None:
-        """The live worker that holds the conversation of a follow-up (its copy and its Kimi session)."""
-        if self.session is None or self.bundler is not None:
-            return None
-        name = await _decoded(redis.get(broker.session_key(self.session)))
-        live = {w["name"] for w in await broker.live_workers(redis)}
-        if name is None or name not in live:
+    async def _send_copy(self, redis: Any, gone: str) -> None:
+        """A follow-up whose holder (``gone``) is gone or lost the copy: the copy (its base and newest turn)
+        and Kimi's files of its conversation go to whichever worker takes it, which resumes it."""
+        assert self.copy is not None
+        if not self.copy.conversation.is_file():
             raise SessionError(
-                f"the worker that held conversation {self.session} ({name or 'unknown'}) is gone",
+                f"the worker that held conversation {self.session} ({gone}) is gone, and Kimi's files of it "
+                "never reached this server",
                 suggestion="Start the task again; its copy and diff are kept here (kimi_apply still works).",
-                retryable=False,
             )
-        return name
+        await self._send_bundle(redis, await broker.common_commits(redis, self.request["origin"]))
+        self.request["session"] = key = broker.blob_key()
+        await redis.set(key, self.copy.conversation.read_bytes(), ex=broker.BLOB_TTL_S)
+        self.request["moved_from"] = gone
+        log.info("job %s: conversation %s moves on (%s is gone)", self.job_id, self.session, gone)
 
-    async def _follow(self, docket: Any, holder: str | None = None, key: str | None = None) -> dict[str, Any]:
+    async def _holder(self, redis: Any) -> tuple[str, str]:
+        """(the live worker that holds a follow-up's conversation, or ""; the one that held it, if gone)."""
+        name = await _decoded(redis.get(broker.session_key(self.session or "")))
+        live = {w["name"] for w in await broker.live_workers(redis)}
+        if name and name in live:
+            return name, ""
+        return "", name or "an unknown worker"
+
+    async def _follow(self, docket: Any, holder: str | None = None, key: str = "") -> dict[str, Any]:
         """Queue the job on ``docket`` (or find it there, resuming) and follow it to its answer; ``holder``:
         the one worker that can run it (a follow-up), whose going away ends the job; ``key``: Docket's key
         for it (the job's id, else its second sending)."""
         if self.resume:
-            execution = await docket.get_execution(self.job_id)
+            execution = await docket.get_execution(key or self.job_id)
             if execution is None:
                 raise _gone(f"the broker no longer knows job {self.job_id} (its server stopped)")
         else:
@@ -266,10 +325,14 @@ class _Dispatch:
         cancel_sent, said, looked = False, None, time.monotonic()
         async with docket.redis() as redis:
             while True:
-                if holder is not None and time.monotonic() - looked > broker.HEARTBEAT_S:
+                if holder and time.monotonic() - looked > broker.HEARTBEAT_S:
                     looked = time.monotonic()
                     if holder not in {w["name"] for w in await broker.live_workers(redis)}:
-                        raise _gone(f"the worker {holder}, which held this conversation, stopped")
+                        raise _gone(
+                            f"the worker {holder}, which held this conversation, stopped",
+                            "Send the message again (kimi_continue): the conversation moves to another worker "
+                            "from its last finished turn.",
+                        )
                 await execution.sync()
                 message = execution.progress.message
                 if message and message != said:
@@ -319,13 +382,10 @@ class _Dispatch:
             await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)
 
 
-def _gone(message: str) -> SessionError:
-    return SessionError(
-        message,
-        details={"interrupted": True},
-        suggestion="Start the task again; its copy and diff are kept here.",
-        retryable=True,
-    )
+def _gone(
+    message: str, suggestion: str = "Start the task again; its copy and diff are kept here."
+) -> SessionError:
+    return SessionError(message, details={"interrupted": True}, suggestion=suggestion, retryable=True)
 
 
 async def _decoded(pending: Any) -> str | None:
@@ -337,8 +397,18 @@ async def _known(url: str, job_id: str) -> bool:
     """Whether the broker still has the job (queued, running, or its outcome kept)."""
     async with broker.open_docket(url) as shared:
         async with shared.redis() as redis:
-            holder = await _decoded(redis.get(broker.route_key(job_id)))
+            holder, key = route_of(await _decoded(redis.get(broker.route_key(job_id))), job_id)
         if not holder:
-            return await shared.get_execution(job_id) is not None
+            return await shared.get_execution(key) is not None
     async with broker.open_docket(url, broker.worker_docket(holder)) as own:
-        return await own.get_execution(job_id) is not None
+        return await own.get_execution(key) is not None
+
+
+def route_of(raw: str | None, job_id: str) -> tuple[str, str]:
+    """(worker, Docket key) from a job's route in Redis ("" worker: the shared docket)."""
+    if not raw:
+        return "", job_id
+    if raw.startswith("["):
+        holder, key = json.loads(raw)
+        return holder, key
+    return raw, job_id  # a route written before the key was recorded

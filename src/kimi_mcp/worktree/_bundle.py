@@ -38,12 +38,14 @@ class MissingCommits(WorkspaceError):
 
 
 def pack_base(iso: Isolated, out: Path, have: list[str] | tuple[str, ...] = ()) -> str:
-    """Bundle the copy's base into ``out``: with its whole history, or only what the commits in ``have``
-    (the ones every worker holds already; unknown ones are ignored) do not hold. Returns the base."""
+    """Bundle the copy's base into ``out`` (and its newest turn, if it had one: a conversation moving to
+    another worker): with its whole history, or only what the commits in ``have`` (the ones every worker
+    holds already; unknown ones are ignored) do not hold. Returns the base."""
     dotgit = iso.checkout / ".git"
     known = _known_commits(iso, have)
+    refs = [BASE_REF] if turn_start(iso) == iso.base else [BASE_REF, HEAD_REF]
     git(
-        ["bundle", "create", "-q", str(out), BASE_REF, *(f"^{c}" for c in known)],
+        ["bundle", "create", "-q", str(out), *refs, *(f"^{c}" for c in known)],
         cwd=iso.checkout,
         git_dir=dotgit,
     )
@@ -92,13 +94,14 @@ def unpack_turn(iso: Isolated, bundle: Path, ref: str, start: str, end: str) -> 
 
 
 # -- the worker's side ---------------------------------------------------------------------------------
-def check_out_base(origin: Path, bundle: Path, base: str, dest: Path, name: str, exclude: str = "") -> None:
-    """Fetch ``bundle``'s base into the origin's bare repository ``origin`` (made on first use) and check
-    ``base`` out at ``dest``, a new work tree of it (``name``: the copy's id); ``exclude``: the user's
-    ``info/exclude`` rules."""
+def check_out_base(origin: Path, bundle: Path, at: str, dest: Path, name: str, exclude: str = "") -> None:
+    """Fetch ``bundle``'s refs (the copy's base, and its newest turn if it had one) into the origin's bare
+    repository ``origin`` (made on first use) and check commit ``at`` (where the turn starts) out at
+    ``dest``, a new work tree of it (``name``: the copy's id); ``exclude``: the user's ``info/exclude``
+    rules."""
     origin.parent.mkdir(parents=True, exist_ok=True)
     with _origin_lock(origin):  # two jobs of one origin at once on this worker: one after the other here
-        _check_out_locked(origin, bundle, base, dest, name, exclude)
+        _check_out_locked(origin, bundle, at, dest, name, exclude)
 
 
 @contextlib.contextmanager
@@ -111,7 +114,7 @@ def _origin_lock(origin: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _check_out_locked(origin: Path, bundle: Path, base: str, dest: Path, name: str, exclude: str) -> None:
+def _check_out_locked(origin: Path, bundle: Path, at: str, dest: Path, name: str, exclude: str) -> None:
     if not (origin / "HEAD").is_file():
         git(["init", "-q", "--bare", "--template=", str(origin)], cwd=origin.parent)
         git(["config", "gc.auto", "0"], cwd=origin, git_dir=origin)
@@ -120,14 +123,14 @@ def _check_out_locked(origin: Path, bundle: Path, base: str, dest: Path, name: s
     if verified.returncode != 0:
         raise MissingCommits(f"the bundle needs commits this worker lacks: {verified.stderr.decode()[:200]}")
     git(
-        ["fetch", "-q", "--no-tags", str(bundle), f"+{BASE_REF}:refs/kimi/bases/{name}"],
+        ["fetch", "-q", "--no-tags", str(bundle), f"+refs/kimi/*:refs/kimi/copies/{name}/*"],
         cwd=origin,
         git_dir=origin,
     )
     (origin / "info").mkdir(exist_ok=True)
     if exclude:
         (origin / "info" / "exclude").write_text(exclude)
-    git(["worktree", "add", "-q", "--detach", str(dest), base], cwd=origin, git_dir=origin)
+    git(["worktree", "add", "-q", "--detach", str(dest), at], cwd=origin, git_dir=origin)
 
 
 def pack_turn(checkout: Path, start: str, out: Path, name: str) -> tuple[str, str]:

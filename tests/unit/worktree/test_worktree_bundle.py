@@ -97,3 +97,29 @@ def test_a_later_bundle_leaves_out_what_the_worker_holds_and_a_worker_without_it
         bundles.check_out_base(
             tmp_path / "fresh.git", tmp_path / "thin.bundle", second.base, tmp_path / "f", "x"
         )
+
+
+def test_a_copy_with_a_turn_moves_to_a_new_worker_at_its_newest_turn(
+    repo: Path, state: Path, tmp_path: Path
+) -> None:
+    """A follow-up whose worker is gone: the copy's bundle carries its base and its newest turn, and the new
+    worker checks out the turn, so the next turn starts where the last one ended."""
+    iso = worktree.create(repo, state, JOB)
+    bundles.pack_base(iso, tmp_path / "base.bundle")
+    first = tmp_path / "w1" / "tree"
+    bundles.check_out_base(tmp_path / "w1" / "o.git", tmp_path / "base.bundle", iso.base, first, JOB)
+    write(first / "app.py", "turn one\n")
+    ref, end = worker_turn(first, iso.base, tmp_path / "t1.bundle")
+    bundles.unpack_turn(iso, tmp_path / "t1.bundle", ref, iso.base, end)
+
+    bundles.pack_base(iso, tmp_path / "moved.bundle")  # the first worker is gone
+    second = tmp_path / "w2" / "tree"
+    start = bundles.turn_start(iso)
+    assert start == end
+    bundles.check_out_base(tmp_path / "w2" / "o.git", tmp_path / "moved.bundle", start, second, JOB)
+    assert files(second) == files(first)
+    write(second / "app.py", "turn two\n")
+    ref2, end2 = worker_turn(second, start, tmp_path / "t2.bundle")
+    bundles.unpack_turn(iso, tmp_path / "t2.bundle", ref2, start, end2)
+    assert (iso.checkout / "app.py").read_text() == "turn two\n"
+    assert {f.path for f in worktree.diff(iso).files} == {"app.py"}
