@@ -15,7 +15,7 @@ import dataclasses
 import json
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from .executors import Runtime
 from .executors._local import run_turn
 from .jobs import deliver_to
 from .models import ErrorInfo, TaskResult, VerifyOutcome
+from .reclaim import InUse, record_use
 from .scope import Scope, TokenMeter
 from .task import RunWatch
 
@@ -44,8 +45,13 @@ class WorkerContext:
     runtime: Runtime
     url: str  # the broker
     dialect: str | None = None  # of this worker's Kimi (None: it has none)
-    busy: int = 0  # jobs running here
+    in_use: InUse = field(default_factory=InUse)  # the copies jobs run in now
     generation: int = 0  # bumped when the broker comes back after an outage
+
+    @property
+    def busy(self) -> int:
+        """Jobs running here."""
+        return len(self.in_use)
 
 
 CURRENT: WorkerContext | None = None
@@ -143,7 +149,8 @@ def _run(
     runtime = worker.runtime
     spec = JobSpec.from_dict(request["spec"])
     iso = _isolated(worker, request)
-    worker.busy += 1
+    worker.in_use.take(iso.id)
+    session: str | None = spec.session_id
     try:
         if (missing := _check_out(worker, request, blob, iso)) is not None:
             return missing
@@ -153,6 +160,7 @@ def _run(
             spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
         )  # the checkout is the copy: verified below, once
         result = run_turn(here, runtime, scope=scope, watch=RunWatch(), isolated=True)
+        session = result.session_id or session
         if spec.verify_command and result.success:
             outcome = run_verify(iso, spec.verify_command, runtime.settings.verify_timeout)
             result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
@@ -165,7 +173,9 @@ def _run(
         failed = TaskResult(success=False, workspace=spec.workspace, error=ErrorInfo.from_exception(exc))
         return {"result": failed.model_dump(mode="json"), "_bundle": None, "worker": worker.name}
     finally:
-        worker.busy -= 1
+        if iso.checkout.is_dir():
+            record_use(iso.root, request["origin"], session)
+        worker.in_use.release(iso.id)
     result.worker = worker.name
     have = [c for c in (request.get("head"), request["base"]) if c]
     return {
@@ -228,8 +238,8 @@ def _take_conversation(
         raise SessionError(f"the worker {worker.name} has no Kimi to resume the conversation with")
     place(driver_class(worker.dialect), worker.runtime.env, held, workspace)
     scope.note(
-        f"This conversation moved to the worker {worker.name}: {request.get('moved_from') or 'the worker'}, "
-        "which held it, is gone; Kimi resumed it from its own session files."
+        f"Kimi resumed this conversation on the worker {worker.name} from its own session files: "
+        f"{request.get('moved_because') or 'the worker that held it is gone'}."
     )
 
 

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 RECONNECT_S = 3.0  # seconds between tries to reach a lost broker
+RECLAIM_EVERY_S = 300.0  # seconds between looks for copies to let go (at most)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +41,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="a job whose worker went silent this long (killed, cut off) is run again by another worker; a "
         "running job's lease is renewed meanwhile (default 300)",
+    )
+    parser.add_argument(
+        "--keep-copies",
+        type=float,
+        default=86_400.0,
+        metavar="SECONDS",
+        help="a copy no job used this long goes from this machine, with Kimi's files of its conversation (the "
+        "server keeps both: a later follow-up brings them back); default 86400 (a day)",
     )
 
 
@@ -65,11 +74,13 @@ def run(args: argparse.Namespace) -> int:
         return _refuse(f"--concurrency must be at least 1, not {concurrency}")
     if not args.redelivery_timeout > 0:
         return _refuse(f"--redelivery-timeout must be positive, not {args.redelivery_timeout}")
+    if not args.keep_copies > 0:
+        return _refuse(f"--keep-copies must be positive, not {args.keep_copies}")
     settings = settings.model_copy(update={"max_concurrent": concurrency, "standby": "off"})
     setup_logging(settings.log_level, settings.log_file, [*configured_secrets(env), url])
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(url, name, concurrency, settings, env, args.redelivery_timeout))
+        asyncio.run(_serve(url, name, concurrency, settings, env, args))
     return 0
 
 
@@ -79,7 +90,7 @@ def _refuse(message: str) -> int:
 
 
 async def _serve(
-    url: str, name: str, concurrency: int, settings: Any, env: dict[str, str], redelivery_s: float
+    url: str, name: str, concurrency: int, settings: Any, env: dict[str, str], args: argparse.Namespace
 ) -> None:
     from datetime import timedelta
 
@@ -88,7 +99,7 @@ async def _serve(
     from .executors import Runtime
     from .lazy_runner import LazyRunner
 
-    lease = timedelta(seconds=redelivery_s)
+    lease = timedelta(seconds=args.redelivery_timeout)
     runner = LazyRunner()
     runtime = Runtime(settings, dict(env), state_dir(settings, env), runner)
     facts = await asyncio.to_thread(_facts, settings, env, concurrency)
@@ -102,6 +113,7 @@ async def _serve(
         asyncio.create_task(_consume(url, broker.DOCKET, name, concurrency, lease, context)),
         asyncio.create_task(_consume(url, broker.worker_docket(name), name, concurrency, lease, context)),
         asyncio.create_task(_heartbeat(url, name, facts, context, concurrency)),
+        asyncio.create_task(_reclaim(url, context, args.keep_copies)),
     ]
     print(f"kimi-mcp worker {name}: ready ({broker.broker_host(url)})", file=sys.stderr, flush=True)
     try:
@@ -176,6 +188,36 @@ async def _heartbeat(url: str, name: str, facts: dict[str, Any], context: Any, c
         except Exception:
             lost = True
         await asyncio.sleep(broker.HEARTBEAT_S)
+
+
+async def _reclaim(url: str, context: Any, keep_s: float) -> None:
+    """Now and then, let go of the copies no job used for ``keep_s`` seconds (see ``reclaim``); an origin
+    that goes is no longer announced as held, so the next bundle for it is whole."""
+    from . import broker, reclaim
+
+    runtime = context.runtime
+    while True:
+        try:
+            done = await asyncio.to_thread(
+                reclaim.reclaim,
+                runtime.state_dir,
+                runtime.env,
+                keep_s,
+                context.in_use,
+                runtime.run.close_live,
+            )
+            if done.origins:
+                async with broker.redis_client(url) as redis:
+                    await redis.delete(*(broker.have_key(origin, context.name) for origin in done.origins))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broker or disk hiccup: the next round tries again
+            print(
+                f"kimi-mcp worker {context.name}: reclaiming disk failed: {exc!r}",
+                file=sys.stderr,
+                flush=True,
+            )
+        await asyncio.sleep(min(max(keep_s / 2, 1.0), RECLAIM_EVERY_S))
 
 
 def _facts(settings: Any, env: dict[str, str], concurrency: int) -> dict[str, Any]:

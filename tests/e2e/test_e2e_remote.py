@@ -65,7 +65,7 @@ class Worker:
     see the caller's files, as on another machine."""
 
     def __init__(
-        self, kimi: KimiUnderTest, url: str, root: Path, name: str, redelivery: float = 300.0
+        self, kimi: KimiUnderTest, url: str, root: Path, name: str, redelivery: float = 300.0, *options: str
     ) -> None:
         self.name, self.home, self.state = name, root / f"{name}-home", root / f"{name}-state"
         self.home.mkdir()
@@ -78,7 +78,7 @@ class Worker:
             [
                 "unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs none "$0" && exec "$@"',
                 str(hidden), SERVER, "worker", "--name", name, "--concurrency", "2",
-                "--redelivery-timeout", str(redelivery),
+                "--redelivery-timeout", str(redelivery), *options,
             ],  # fmt: skip
             env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
             start_new_session=True,
@@ -292,7 +292,11 @@ def test_a_follow_up_whose_worker_is_gone_moves_to_another_with_its_conversation
         # the model saw the first turn: Kimi on the second worker resumed the same conversation
         assert second["success"] is True and second["output"] == "second turn", second
         assert second["worker"] == workers[1].name and second["session_id"] == first["session_id"]
-        assert any("moved to the worker" in note for note in second["notes"]), second["notes"]
+        moved_note = (
+            f"Kimi resumed this conversation on the worker {workers[1].name} from its own session files: the "
+            f"worker that held it ({workers[0].name}) is gone."
+        )
+        assert moved_note in second["notes"], second["notes"]
         assert second["worktree"]["id"] == first["worktree"]["id"] and second["files_created"] == ["two.txt"]
         assert "+1" in second["diff"] and "+2" in second["diff"]  # the copy's whole change, both turns
         # the second worker holds it now: the next follow-up goes there, and the history is whole
@@ -303,6 +307,56 @@ def test_a_follow_up_whose_worker_is_gone_moves_to_another_with_its_conversation
         stopped = [w.stop() for w in workers]
         assert all(wait_until_gone(w.home) == [] for w in workers)
     assert stopped == [0] * len(workers), [w.log.read_text()[-2000:] for w in workers]
+
+
+def test_a_worker_lets_an_unused_copy_go_and_a_follow_up_brings_it_back(
+    kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
+) -> None:
+    worker = Worker(kimi, redis_url, tmp_path, f"r-{kimi.name}", 300.0, "--keep-copies", "2")
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first turn")], marker="REMOTE-R1"
+    )
+    fake.script(
+        [Reply.tool(*kimi.write("two.txt", "2\n")), Reply.text_reply("second turn", requires="REMOTE-R1")],
+        marker="REMOTE-R2",
+    )
+
+    def kept() -> list[Path]:
+        """What the worker keeps of copies: checkouts, origin repositories, Kimi's conversations."""
+        tops = [worker.state / "checkouts", worker.state / "origins"]
+        sessions = [worker.home / ".kimi" / "sessions", worker.home / ".kimi-code" / "sessions"]
+        tops += [
+            key for top in sessions if top.is_dir() for key in top.iterdir() if not key.name.startswith(".")
+        ]
+        return [p for top in tops if top.is_dir() for p in top.iterdir() if p.is_dir()]
+
+    try:
+
+        async def body(client: Client):
+            args = {"task_description": "REMOTE-R1", "work_dir": str(repo), "isolation": "worktree"}
+            first = await call(client, "kimi_code_task", args)
+            assert len(kept()) == 3, kept()  # right after the job: its checkout, origin and conversation
+            for _ in range(300):  # it lets go once unused for 2 s (it looks every second)
+                if not kept():
+                    break
+                await asyncio.sleep(0.1)
+            left = kept()
+            second = await call(
+                client, "kimi_continue", {"session_id": first["session_id"], "message": "REMOTE-R2"}
+            )
+            return first, left, second
+
+        first, left, second = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+        assert first["success"] is True, first
+        assert left == [], left
+        assert second["success"] is True and second["output"] == "second turn", second  # the whole history
+        assert second["worker"] == worker.name and second["files_created"] == ["two.txt"]
+        assert any(f"the worker {worker.name} no longer had its copy" in n for n in second["notes"]), second
+        assert "+1" in second["diff"] and "+2" in second["diff"]
+    finally:
+        assert worker.stop() == 0, worker.log.read_text()[-2000:]
+        assert wait_until_gone(worker.home) == []
 
 
 def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(

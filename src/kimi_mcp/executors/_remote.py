@@ -236,7 +236,7 @@ class _Dispatch:
                     answer = await self._follow(own, holder, key)
                 if answer.get("needs_copy"):  # the holder no longer has the copy: it moves like a gone one's
                     async with shared.redis() as redis:
-                        await self._send_copy(redis, holder)
+                        await self._send_copy(redis, f"the worker {holder} no longer had its copy")
                         key = await self._routed(redis, "", f"{self.job_id}.moved")
                     answer = await self._follow(shared, key=key)
             else:
@@ -264,7 +264,7 @@ class _Dispatch:
         else:
             holder, gone = await self._holder(redis)
             if not holder:
-                await self._send_copy(redis, gone)
+                await self._send_copy(redis, f"the worker that held it ({gone}) is gone")
         return holder, await self._routed(redis, holder, self.job_id)
 
     async def _routed(self, redis: Any, holder: str, key: str) -> str:
@@ -288,21 +288,22 @@ class _Dispatch:
         self.request["bundle"] = key = broker.blob_key()
         await redis.set(key, blob, ex=broker.BLOB_TTL_S)
 
-    async def _send_copy(self, redis: Any, gone: str) -> None:
-        """A follow-up whose holder (``gone``) is gone or lost the copy: the copy (its base and newest turn)
-        and Kimi's files of its conversation go to whichever worker takes it, which resumes it."""
+    async def _send_copy(self, redis: Any, because: str) -> None:
+        """A follow-up whose holder is gone or let the copy go (``because`` says which): the copy (its base
+        and newest turn) and Kimi's files of its conversation go to whichever worker takes it, which resumes
+        it."""
         assert self.copy is not None
         if not self.copy.conversation.is_file():
             raise SessionError(
-                f"the worker that held conversation {self.session} ({gone}) is gone, and Kimi's files of it "
-                "never reached this server",
+                f"conversation {self.session} cannot go on: {because}, and Kimi's files of it never reached "
+                "this server",
                 suggestion="Start the task again; its copy and diff are kept here (kimi_apply still works).",
             )
         await self._send_bundle(redis, await broker.common_commits(redis, self.request["origin"]))
         self.request["session"] = key = broker.blob_key()
         await redis.set(key, self.copy.conversation.read_bytes(), ex=broker.BLOB_TTL_S)
-        self.request["moved_from"] = gone
-        log.info("job %s: conversation %s moves on (%s is gone)", self.job_id, self.session, gone)
+        self.request["moved_because"] = because
+        log.info("job %s: conversation %s moves on (%s)", self.job_id, self.session, because)
 
     async def _holder(self, redis: Any) -> tuple[str, str]:
         """(the live worker that holds a follow-up's conversation, or ""; the one that held it, if gone)."""

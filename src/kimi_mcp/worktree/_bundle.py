@@ -21,7 +21,16 @@ from ..errors import WorkspaceError
 from ._git import git, git_env, lines
 from ._model import Isolated
 
-__all__ = ["MissingCommits", "check_out_base", "pack_base", "pack_turn", "turn_start", "unpack_turn"]
+__all__ = [
+    "MissingCommits",
+    "check_out_base",
+    "forget_copy_refs",
+    "origin_lock",
+    "pack_base",
+    "pack_turn",
+    "turn_start",
+    "unpack_turn",
+]
 
 BASE_REF = "refs/kimi/base"
 HEAD_REF = "refs/kimi/head"  # the copy's newest turn (server side)
@@ -100,12 +109,14 @@ def check_out_base(origin: Path, bundle: Path, at: str, dest: Path, name: str, e
     ``dest``, a new work tree of it (``name``: the copy's id); ``exclude``: the user's ``info/exclude``
     rules."""
     origin.parent.mkdir(parents=True, exist_ok=True)
-    with _origin_lock(origin):  # two jobs of one origin at once on this worker: one after the other here
+    with origin_lock(origin):  # two jobs of one origin at once on this worker: one after the other here
         _check_out_locked(origin, bundle, at, dest, name, exclude)
 
 
 @contextlib.contextmanager
-def _origin_lock(origin: Path) -> Iterator[None]:
+def origin_lock(origin: Path) -> Iterator[None]:
+    """One at a time per origin on this worker: checking a copy out, forgetting one, removing the origin."""
+    origin.parent.mkdir(parents=True, exist_ok=True)
     with open(origin.parent / f"{origin.name}.lock", "a+b") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -162,3 +173,22 @@ def remove_checkout(origin: Path, dest: Path) -> None:
         env=git_env(),
         check=False,
     )
+
+
+def forget_copy_refs(origin: Path, name: str) -> None:
+    """Drop the refs a copy left in its origin's repository (its base and turns): their objects become
+    garbage the origin's next ``git gc`` may drop."""
+    listed = git(
+        ["for-each-ref", "--format=%(refname)", f"refs/kimi/copies/{name}/", f"refs/kimi/turns/{name}"],
+        cwd=origin,
+        git_dir=origin,
+    )
+    refs = lines(listed.stdout)
+    if refs:
+        git(
+            ["update-ref", "--stdin"],
+            cwd=origin,
+            git_dir=origin,
+            stdin="".join(f"delete {r}\n" for r in refs).encode(),
+        )
+    git(["worktree", "prune"], cwd=origin, git_dir=origin)
