@@ -448,6 +448,60 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
     assert [j["status"] for j in listed["jobs"] if j["job_id"] == started["job_id"]] == ["running"]
 
 
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # the server's task bookkeeping, not a dialect's
+def test_a_task_outlives_its_server_the_restarted_one_reports_and_returns_it(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    import psutil
+    from task_client import ToolTask, call_tool_task, tasks_extension
+
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [
+            Reply.tool(*kimi.shell("sleep 8")),
+            Reply.tool(*kimi.write("t.txt", "t\n")),
+            Reply.text_reply("kept"),
+        ],
+        marker="REMOTE-TR",
+    )
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis_url}
+
+    async def before() -> Any:
+        async with Client(
+            transport(env, repo, tmp_path / "server.log"), timeout=600, extensions=[tasks_extension()]
+        ) as client:
+            args = {"task_description": "REMOTE-TR", "work_dir": str(repo), "isolation": "worktree"}
+            task = await call_tool_task(client, "kimi_code_task", args)
+            while not fake.chat_requests():
+                await asyncio.sleep(0.1)
+            (server,) = [
+                p for p in psutil.Process().children(recursive=True)
+                if SERVER in p.cmdline()[:2] and "worker" not in p.cmdline()
+            ]  # fmt: skip
+            server.kill()  # mid-turn; the worker goes on
+            server.wait(10)
+            return task.create_result
+
+    created = None
+    with contextlib.suppress(Exception):
+        created = asyncio.run(before())
+    assert created is not None
+
+    async def after() -> tuple[Any, Any]:
+        async with Client(
+            transport(env, repo, tmp_path / "server2.log"), timeout=600, extensions=[tasks_extension()]
+        ) as client:
+            task = ToolTask(client, "kimi_code_task", created)
+            running = await task.status()  # the restarted server adopted the job: the task is still its
+            return running, await task.result()
+
+    running, result = asyncio.run(after())
+    assert running.status == "working" and created.task_id in (running.status_message or ""), running
+    done = result.structured_content
+    assert done["success"] is True and done["output"] == "kept" and done["worker"] == worker.name, done
+    assert done["files_created"] == ["t.txt"] and done["job_id"] == created.task_id
+
+
 def test_kimis_question_and_a_steered_message_travel_through_the_broker(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:

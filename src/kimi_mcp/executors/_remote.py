@@ -16,6 +16,7 @@ The request is one plain dict: ``job_id``, ``spec`` (``JobSpec.to_dict()``), ``c
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -88,7 +89,7 @@ class Remote(Executor):
     def adoptable(self, job_id: str) -> bool:
         """Whether the broker still has a job a dead server queued (then this server follows it)."""
         try:
-            return asyncio.run(asyncio.wait_for(_known(self.url, job_id), ADOPT_WAIT_S))
+            return _run_apart(lambda: asyncio.wait_for(_known(self.url, job_id), ADOPT_WAIT_S))
         except Exception as exc:
             log.info("job %s: the broker cannot say whether it still runs it: %s", job_id, type(exc).__name__)
             return False
@@ -403,6 +404,17 @@ async def _known(url: str, job_id: str) -> bool:
             return await shared.get_execution(key) is not None
     async with broker.open_docket(url, broker.worker_docket(holder)) as own:
         return await own.get_execution(key) is not None
+
+
+def _run_apart(coroutine: Callable[[], Any]) -> Any:
+    """``asyncio.run`` of a coroutine, also from a thread that runs an event loop (the job store may first
+    be opened there): then in a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(coroutine())).result()
 
 
 def route_of(raw: str | None, job_id: str) -> tuple[str, str]:

@@ -111,7 +111,9 @@ def prune_copies(jobs: JobManager, state: Path) -> list[str]:
         latest = (store.latest_for_session(record.session_id) if record.session_id else None) or record
         if latest.status in FINISHED:
             return latest.status != "interrupted"
-        return not jobs.orphaned(latest)  # running in a live server (a dead one's: interrupted at open)
+        return (
+            True  # running in a live server, or on a worker for a dead one (adopted once the broker answers)
+        )
 
     removed = worktree.prune(state, keep)
     if removed:

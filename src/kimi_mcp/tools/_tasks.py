@@ -110,7 +110,7 @@ class Task:
     """A call running as a task: its pipeline call (for the result's budget and masking) and its jobs (one,
     or one per attempt; the task's id is the first one's)."""
 
-    call: Call
+    call: Call | None  # None: a task this server adopted with its job (its server stopped; a worker runs it)
     jobs: list[Job]
     created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     cancelled: bool = False
@@ -252,19 +252,42 @@ class JobTasks(ServerExtension):
                 message=f"tasks/* needs the {TASKS_EXTENSION_ID} extension declared on the request",
             )
 
-    def _task(self, task_id: str) -> Task | None:
+    async def _task(self, task_id: str) -> Task | None:
+        """The task, also one whose job this server adopted after the server that started it stopped (a
+        worker runs it): a task outlives its server, like its job."""
         with self._lock:
-            return self._tasks.get(task_id)
+            task = self._tasks.get(task_id)
+        if task is not None:
+            return task
+        from ._pipeline import current_backend
+
+        def adopted() -> Job | None:
+            jobs = current_backend(self.server).jobs
+            record = jobs.store.get(task_id)  # opening the store adopts the dead servers' jobs on workers
+            if record is not None and jobs.orphaned(record):
+                jobs.settle_orphans()  # the broker was away when the store opened: try again
+            return jobs.local(task_id)
+
+        try:
+            job = await anyio.to_thread.run_sync(adopted)
+        except Exception:  # no tools loaded yet, or no store: no job runs here
+            return None
+        if job is None or job.done.is_set():
+            return None
+        with self._lock:
+            return self._tasks.setdefault(task_id, Task(None, [job]))
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
         self._check(ctx)
-        task = self._task(params.task_id)
+        task = await self._task(params.task_id)
         if task is None:
             return await self._stored(params.task_id)
         now = datetime.now(UTC).isoformat()
         status, message = task.status()
         result, requests = None, None
-        if status == "completed":
+        if status == "completed" and task.call is None:  # adopted: its reply is built from the store
+            return await self._stored(params.task_id)
+        if status == "completed" and task.call is not None:
             reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
             result = _call_tool_result(reply)
         elif status == "input_required" and (job := task.asking()) is not None and job.question is not None:
@@ -325,7 +348,7 @@ class JobTasks(ServerExtension):
         from ._questions import QUESTION_KEY, deliver_response
 
         self._check(ctx)
-        task = self._task(params.task_id)
+        task = await self._task(params.task_id)
         if task is None:
             await self._stored(params.task_id)  # unknown: the same error as tasks/get
             return AckResult()
@@ -343,7 +366,7 @@ class JobTasks(ServerExtension):
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> AckResult:
         self._check(ctx)
-        task = self._task(params.task_id)
+        task = await self._task(params.task_id)
         if task is None:
             await self._stored(params.task_id)  # unknown: an error; a job of the store: nothing to stop here
             return AckResult()

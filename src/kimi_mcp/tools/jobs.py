@@ -247,7 +247,7 @@ async def _queue(call: Call, record: JobRecord, text: str, wait_s: float | None)
 # -- lookups -------------------------------------------------------------------------------------------
 async def job_record(backend: Backend, job_id: str) -> JobRecord:
     """The job, with an owner that died while it ran recorded as interrupted first."""
-    store = backend.jobs.store
+    store = await anyio.to_thread.run_sync(lambda: backend.jobs.store)  # opening it may adopt jobs: not here
     record = await anyio.to_thread.run_sync(store.get, job_id.strip())
     if record is None:
         raise BadInput(

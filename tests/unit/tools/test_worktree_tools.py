@@ -233,3 +233,30 @@ def test_a_plain_job_cannot_be_applied_and_stale_copies_are_pruned(repo: Path) -
     ).root  # no job knows it
     assert prune_copies(mcp) == ["job_00000000deadbeef"]
     assert not stale.exists() and Path(isolated["worktree"]["path"]).exists()  # a finished job's stays
+
+
+def test_the_copy_of_a_dead_servers_job_on_a_worker_stays_until_it_is_adopted(repo: Path) -> None:
+    """A server that starts while the broker is away cannot adopt a dead server's job that a worker runs:
+    the job stays unfinished (for a day) and its copy must stay for the adoption (found in an e2e run: the
+    copy was pruned as stale)."""
+    from kimi_mcp.jobs import JobStore
+
+    settings = Settings()
+    state = state_dir(settings, os.environ)
+    dead = "999999:0"  # an owner that is not alive
+    store = JobStore(state / "jobs.sqlite3")
+    record = store.create(
+        tool="kimi_code_task", workspace=str(repo), read_only=False, arguments={}, owner=dead, status="running",
+        spec={"executor": "remote", "tool": "kimi_code_task"},
+    )  # fmt: skip
+    store.close()
+    copy = worktree.create(repo, state, record.job_id).root
+    mcp = create_server(settings, run=EditingRunner([]))
+
+    async def body():
+        async with Client(mcp) as client:
+            return await call(client, "kimi_job", {"job_id": record.job_id, "action": "status"})
+
+    status = run(body).structured_content
+    assert status["status"] == "running"  # left for a server with the broker to adopt
+    assert prune_copies(mcp) == [] and copy.is_dir()
