@@ -147,12 +147,17 @@ def redis_client(url: str) -> Any:
 
 def checked_url(url: str) -> str:
     """``url`` with a connection health check: a pooled connection idle for a second is pinged before use,
-    so one that a Redis restart closed is replaced instead of failing the command (and the job) on it."""
+    so one that a Redis restart closed is replaced instead of failing the command (and the job) on it. The
+    ping is retried once on a new connection only with a retry policy, which redis-py gives a connection
+    only for ``retry_on_timeout`` among the URL's options (Docket makes its pools from the URL alone); so
+    a command that times out is sent once more too (no client here sets a socket timeout but Docket's, for
+    its blocking reads)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
     query.setdefault("health_check_interval", str(HEALTH_CHECK_S))
+    query.setdefault("retry_on_timeout", "true")
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 

@@ -80,6 +80,8 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
                 f"Run again on the worker {worker.name}: the worker that ran it before stopped mid-turn."
             )
         blob = await redis.get(request["bundle"]) if request.get("bundle") else None
+        if blob is not None:  # Redis holds a bundle per transfer, not per job in flight; a job run again
+            await redis.delete(request["bundle"])  # elsewhere answers needs_copy and is sent it anew
         held = await redis.get(request["session"]) if request.get("session") else None
         work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, held, scope))
         try:
@@ -91,7 +93,8 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
             key = broker.have_key(request["origin"], worker.name)
             await redis.sadd(key, *answer.pop("have"))
             await redis.expire(key, broker.HAVE_TTL_S)
-        if answer.get("needs_full") or answer.get("needs_copy"):
+        if answer.get("needs_full") or answer.get("needs_copy"):  # not run: this was no attempt
+            await redis.decr(broker.attempts_key(job_id))
             return answer
         for field, name in (("_bundle", "bundle"), ("_session", "session")):
             data = answer.pop(field, None)

@@ -1,6 +1,14 @@
-"""The broker's settings (``KIMI_MCP_BROKER``): what is refused and why, and its password never shown."""
+"""The broker's settings (``KIMI_MCP_BROKER``): what is refused and why, and its password never shown; its
+connections survive a Redis restart (a real redis-server)."""
 
 from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -55,3 +63,50 @@ def test_a_refused_broker_is_a_configuration_problem_and_its_password_is_masked(
     )
     error = broker.unreachable(broker.broker_host(url), ConnectionRefusedError("refused"))
     assert error.type == "broker" and error.retryable and "hunter2" not in error.message + str(error.details)
+
+
+def _redis_server(port: int, folder: Path) -> subprocess.Popen:
+    binary = shutil.which("redis-server")
+    assert binary, "redis-server is needed (Debian: apt-get install redis-server; .ci/run installs it)"
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(200):
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("redis-server did not start")
+
+
+def test_a_pooled_connection_from_before_a_redis_restart_is_replaced_not_failed(tmp_path: Path) -> None:
+    """Every client on the broker (kimi-mcp's, and Docket's pools: its result store's too) checks a connection
+    idle for a second before using it and reconnects when the check fails: a job that reached a worker right
+    after Redis came back could fail on such a connection."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    servers = [_redis_server(port, tmp_path)]
+
+    def restart() -> None:
+        servers[0].terminate()
+        servers[0].wait(10)
+        servers.append(_redis_server(port, tmp_path))
+
+    async def main() -> bytes | None:
+        async with broker.redis_client(url) as redis:
+            await redis.set("k", "before")
+            await asyncio.to_thread(restart)  # the pooled connection is dead now
+            await asyncio.sleep(broker.HEALTH_CHECK_S + 0.2)
+            await redis.set("k", "after")
+            return await redis.get("k")
+
+    try:
+        assert asyncio.run(main()) == b"after"
+    finally:
+        for proc in servers:
+            proc.terminate()
+            proc.wait(10)

@@ -50,6 +50,7 @@ POLL_S = 0.2
 CONVERSATION_FILE = (
     "conversation.tar.gz"  # in a copy's folder: Kimi's files of its conversation, from the worker
 )
+RESENDS = 3  # times a job's whole copy is sent again to workers that lack it
 ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
 _TERMINAL = ("completed", "failed", "cancelled")
 _WAITING = ("scheduled", "queued")
@@ -242,14 +243,22 @@ class _Dispatch:
                     answer = await self._follow(shared, key=key)
             else:
                 answer = await self._follow(shared, key=key)
-            if answer.get("needs_full") and self.copy is not None:  # a worker without those commits
+            for sending in range(RESENDS):
+                # a worker without the commits the bundle leaves out, or a job run again after its first
+                # worker took the bundle (a worker deletes it once read): the whole bundle, once more
+                if not _needs(answer) or self.copy is None:
+                    break
                 async with shared.redis() as redis:
                     await redis.delete(self.request["bundle"])
                     await self._send_bundle(redis, [])
-                    key = await self._routed(redis, "", f"{self.job_id}.full")
+                    key = await self._routed(redis, "", f"{self.job_id}.full{sending or ''}")
                 answer = await self._follow(shared, key=key)
             async with shared.redis() as redis:
                 await self._collect(redis, answer)
+        if _needs(answer):
+            raise BrokerError(
+                f"no worker could check the job's copy out ({RESENDS} sendings)", retryable=True
+            )
         return answer
 
     async def _route(self, redis: Any) -> tuple[str, str]:
@@ -382,6 +391,11 @@ class _Dispatch:
         if sent:
             await redis.rpush(broker.control_key(self.job_id), *(json.dumps(item) for item in sent))
             await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)
+
+
+def _needs(answer: dict[str, Any]) -> bool:
+    """Whether a worker answered that it needs the whole copy sent (it did not run the job)."""
+    return bool(answer.get("needs_full") or answer.get("needs_copy"))
 
 
 def _gone(
