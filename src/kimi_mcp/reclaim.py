@@ -89,11 +89,13 @@ def reclaim(
             done.sessions += _forget_copy(state, root, env, close_live)
         done.copies.append(root.name)
     for origin in _folders(state / "origins"):
-        if origin.suffix == ".git" and _origin_idle(origin, keep_s, now):
+        if origin.suffix == ".git" and (origin / "HEAD").is_file() and _fetched_before(origin, now - keep_s):
             from .worktree import bundles
 
             with bundles.origin_lock(origin):
-                if _origin_idle(origin, keep_s, now):
+                bundles.prune_worktrees(origin)  # a copy that went without its record leaves an entry
+                trees = origin / "worktrees"
+                if not (trees.is_dir() and any(trees.iterdir())):
                     shutil.rmtree(origin, ignore_errors=True)
                     done.origins.append(origin.stem)
     if done.copies or done.origins:
@@ -126,14 +128,11 @@ def _forget_copy(
     return sessions
 
 
-def _origin_idle(origin: Path, keep_s: float, now: float) -> bool:
-    """No copy of it left here, and no copy checked out of it (a fetch) for ``keep_s`` seconds."""
-    trees = origin / "worktrees"
-    if trees.is_dir() and any(trees.iterdir()):
-        return False
+def _fetched_before(origin: Path, then: float) -> bool:
+    """Whether nothing was checked out of the origin (a fetch) since ``then``."""
     fetched = origin / "FETCH_HEAD"
     try:
-        return (fetched if fetched.exists() else origin).stat().st_mtime <= now - keep_s
+        return (fetched if fetched.exists() else origin).stat().st_mtime <= then
     except FileNotFoundError:
         return False
 

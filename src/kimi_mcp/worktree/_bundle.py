@@ -28,6 +28,7 @@ __all__ = [
     "origin_lock",
     "pack_base",
     "pack_turn",
+    "prune_worktrees",
     "turn_start",
     "unpack_turn",
 ]
@@ -191,4 +192,9 @@ def forget_copy_refs(origin: Path, name: str) -> None:
             git_dir=origin,
             stdin="".join(f"delete {r}\n" for r in refs).encode(),
         )
+    prune_worktrees(origin)
+
+
+def prune_worktrees(origin: Path) -> None:
+    """Forget the work trees of ``origin`` whose folders are gone."""
     git(["worktree", "prune"], cwd=origin, git_dir=origin)

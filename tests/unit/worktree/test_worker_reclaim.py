@@ -99,3 +99,21 @@ def test_the_next_checkout_after_an_origin_went_starts_a_new_one(
     assert not (worker / "origins" / "o1.git").exists()
     again = worker_copy(repo, state, tmp_path, worker, "job_b", "sid-b")
     assert (again / "tree" / "new.txt").read_text() == "turn\n"
+
+
+def test_a_copy_without_its_record_still_goes_and_its_origin_after_it(
+    repo: Path, state: Path, tmp_path: Path
+) -> None:
+    """A job that died before it wrote ``job.json`` leaves a bare checkout: it goes when old, and the
+    origin's stale work-tree entry does not keep the origin forever."""
+    worker = tmp_path / "worker"
+    root = worker_copy(repo, state, tmp_path, worker, "job_norecord", "sid-x")
+    (root / "job.json").unlink()
+    age(root, 2 * HOUR)
+    age(worker / "origins" / "o1.git" / "FETCH_HEAD", 2 * HOUR)
+    done = reclaim(worker, {"HOME": str(tmp_path / "home")}, HOUR, InUse())
+    assert (
+        done.copies == ["job_norecord"]
+        and done.origins == ["o1"]
+        and not (worker / "origins" / "o1.git").exists()
+    )
