@@ -56,6 +56,12 @@ def asked_key(job_id: str) -> str:
     return f"{PREFIX}asked:{job_id}"
 
 
+def poke_channel(job_id: str) -> str:
+    """The channel a server publishes on when it sent a job on a worker something (cancel, an answer, a
+    message): the worker looks at once instead of at its next look."""
+    return f"{PREFIX}poke:{job_id}"
+
+
 def control_key(job_id: str) -> str:
     """Answers and messages for a job on a worker (a list of JSON ``{"kind", "payload"}``, oldest first)."""
     return f"{PREFIX}control:{job_id}"

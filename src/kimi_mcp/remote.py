@@ -11,6 +11,7 @@ Docket progress messages; a cancel flag in Redis interrupts the turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import tempfile
@@ -34,7 +35,8 @@ from .task import RunWatch
 
 log = get_logger("worker")
 
-CANCEL_POLL_S = 0.2  # seconds between looks at the job's cancel flag, question and inbox in Redis
+LOCAL_S = 0.1  # seconds between looks at the job's question here (no Redis)
+CONTROL_LOOK_S = 1.0  # seconds between looks at its cancel flag and inbox in Redis, unless the server pokes
 
 
 @dataclass
@@ -85,7 +87,7 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         held = await redis.get(request["session"]) if request.get("session") else None
         work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, held, scope))
         try:
-            await _relay(redis, job_id, scope, work)
+            await _relay(redis, job_id, scope, work, progress)
         finally:
             await redis.delete(broker.asked_key(job_id), broker.control_key(job_id))
         answer = work.result()
@@ -108,23 +110,61 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
     return answer
 
 
-async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future) -> None:
-    """While the job runs: its cancel flag, its question out, answers and messages in (through Redis)."""
+async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, progress: Progress) -> None:
+    """While the job runs: its question out (and a progress message, which the server hears at once), its
+    cancel flag, answers and messages in: looked for once a second, and at once when the server pokes the
+    job's channel (it sent something)."""
     published: str | None = None
-    while not work.done():
-        if await redis.exists(broker.cancel_key(job_id)):
-            scope.cancel.set()
-        asked = broker.asked_json(scope.inbox.asked)
-        if asked != published:
-            if asked is None:
-                await redis.delete(broker.asked_key(job_id))
-            else:
-                await redis.set(broker.asked_key(job_id), asked, ex=broker.BLOB_TTL_S)
-            published = asked
-        while (item := await redis.lpop(broker.control_key(job_id))) is not None:
-            entry = json.loads(item)
-            deliver_to(scope.inbox, entry["kind"], entry["payload"])
-        await asyncio.wait([work], timeout=CANCEL_POLL_S)
+    pokes = await _subscribe(redis, broker.poke_channel(job_id))
+    try:
+        look = 0.0
+        while not work.done():
+            asked = broker.asked_json(scope.inbox.asked)
+            if asked != published:
+                published = asked
+                if asked is None:
+                    await redis.delete(broker.asked_key(job_id))
+                else:
+                    await redis.set(broker.asked_key(job_id), asked, ex=broker.BLOB_TTL_S)
+                    assert scope.inbox.asked is not None
+                    await progress.set_message(f"Kimi asks: {scope.inbox.asked.question.text}")
+            if time.monotonic() >= look:
+                look = time.monotonic() + CONTROL_LOOK_S
+                if await redis.exists(broker.cancel_key(job_id)):
+                    scope.cancel.set()
+                while (item := await redis.lpop(broker.control_key(job_id))) is not None:
+                    entry = json.loads(item)
+                    deliver_to(scope.inbox, entry["kind"], entry["payload"])
+            if await _poked(pokes, work):
+                look = 0.0
+    finally:
+        if pokes is not None:
+            with contextlib.suppress(Exception):
+                await pokes.aclose()
+
+
+async def _subscribe(redis: Any, channel: str) -> Any:
+    """A subscription to ``channel``, or None (then the relay only looks once a second)."""
+    pokes = redis.pubsub()
+    try:
+        await pokes.subscribe(channel)
+    except Exception as exc:
+        log.info("no subscription to %s: %s", channel, type(exc).__name__)
+        with contextlib.suppress(Exception):
+            await pokes.aclose()
+        return None
+    return pokes
+
+
+async def _poked(pokes: Any, work: asyncio.Future) -> bool:
+    """Wait ``LOCAL_S`` (less if the job ends): whether the server poked the job meanwhile."""
+    if pokes is not None:
+        try:
+            return await pokes.get_message(ignore_subscribe_messages=True, timeout=LOCAL_S) is not None
+        except Exception:  # the subscription broke (Redis went away): plain looks from now on
+            pass
+    await asyncio.wait([work], timeout=LOCAL_S)
+    return False
 
 
 def _given_up(worker: WorkerContext, request: dict[str, Any], runs: int) -> dict[str, Any]:

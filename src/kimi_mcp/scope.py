@@ -127,6 +127,11 @@ class Inbox:
                     return message
         return None
 
+    def outgoing(self) -> bool:
+        """Whether an answer or a message waits to be taken."""
+        with self._lock:
+            return self._answer is not None or bool(self._messages)
+
     def has(self, mode: SteerMode) -> bool:
         with self._lock:
             return any(message.mode == mode for message in self._messages)

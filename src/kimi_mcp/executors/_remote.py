@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import functools
 import hashlib
 import json
@@ -46,7 +47,9 @@ log = get_logger("executors")
 
 Bundler = Callable[[list[str]], bytes]  # the base's bundle without what the given commits hold
 
-POLL_S = 0.2
+LOCAL_S = 0.1  # seconds between looks at the client's side of a job (cancel, answer, messages): no Redis
+RELAY_S = 1.0  # seconds between looks for the worker's question in Redis (at once when its progress moves)
+SYNC_S = 5.0  # seconds between outright reads of a job's state, besides Docket's published changes
 CONVERSATION_FILE = (
     "conversation.tar.gz"  # in a copy's folder: Kimi's files of its conversation, from the worker
 )
@@ -326,40 +329,43 @@ class _Dispatch:
     async def _follow(self, docket: Any, holder: str | None = None, key: str = "") -> dict[str, Any]:
         """Queue the job on ``docket`` (or find it there, resuming) and follow it to its answer; ``holder``:
         the one worker that can run it (a follow-up), whose going away ends the job; ``key``: Docket's key
-        for it (the job's id, else its second sending)."""
+        for it (the job's id, else its second sending). Its state and progress come as Docket publishes
+        them; Redis is asked for the worker's question once a second, or at once when its progress moves;
+        the client's cancel, answer and messages go out as soon as they are here."""
         if self.resume:
             execution = await docket.get_execution(key or self.job_id)
             if execution is None:
                 raise _gone(f"the broker no longer knows job {self.job_id} (its server stopped)")
         else:
             execution = await docket.add(broker.TASK, key=key or self.job_id)(self.request)
-        cancel_sent, said, looked = False, None, time.monotonic()
-        async with docket.redis() as redis:
-            while True:
-                if holder and time.monotonic() - looked > broker.HEARTBEAT_S:
-                    looked = time.monotonic()
+        cancel_sent, now = False, time.monotonic()
+        next_holder, next_relay, next_sync = now + broker.HEARTBEAT_S, now, now + SYNC_S
+        async with docket.redis() as redis, _Watch(execution, self._progressed) as watch:
+            while not watch.ended.is_set():
+                now = time.monotonic()
+                if holder and now >= next_holder:
+                    next_holder = now + broker.HEARTBEAT_S
                     if holder not in {w["name"] for w in await broker.live_workers(redis)}:
                         raise _gone(
                             f"the worker {holder}, which held this conversation, stopped",
                             "Send the message again (kimi_continue): the conversation moves to another worker "
                             "from its last finished turn.",
                         )
-                await execution.sync()
-                message = execution.progress.message
-                if message and message != said:
-                    said = message
-                    self.watch.queued = False
-                    self.scope.progress(message)
-                if execution.state.value in _TERMINAL:
-                    break
                 if self.scope.cancel.is_set() and not cancel_sent:
-                    if execution.state.value in _WAITING:  # no worker took it yet: it never will
+                    if watch.state in _WAITING:  # no worker took it yet: it never will
                         await docket.cancel(key or self.job_id)
                         raise TaskCancelled("the job was cancelled before a worker took it")
                     await redis.set(broker.cancel_key(self.job_id), "1", ex=3600)
+                    await redis.publish(broker.poke_channel(self.job_id), "cancel")
                     cancel_sent = True
-                await self._relay(redis)
-                await asyncio.sleep(POLL_S)
+                if now >= next_relay or watch.moved.is_set() or self.scope.inbox.outgoing():
+                    watch.moved.clear()
+                    next_relay = now + RELAY_S
+                    await self._relay(redis)
+                if now >= next_sync:  # in case the subscription missed something (Redis came back)
+                    next_sync = now + SYNC_S
+                    await watch.sync()
+                await watch.wait(LOCAL_S)
         try:
             return await execution.get_result()
         except KimiMCPError:
@@ -368,6 +374,10 @@ class _Dispatch:
             raise BrokerError(
                 f"the worker failed the job: {type(exc).__name__}: {exc}", retryable=True
             ) from exc
+
+    def _progressed(self, message: str) -> None:
+        self.watch.queued = False
+        self.scope.progress(message)
 
     async def _relay(self, redis: Any) -> None:
         """The worker's question into this job's inbox (its waiters ask the client); the client's answer and
@@ -391,6 +401,70 @@ class _Dispatch:
         if sent:
             await redis.rpush(broker.control_key(self.job_id), *(json.dumps(item) for item in sent))
             await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)
+            await redis.publish(broker.poke_channel(self.job_id), "control")
+
+
+class _Watch:
+    """A Docket execution's state and progress, as Docket publishes them (``Execution.subscribe``; a lost
+    subscription is taken up again, and :meth:`sync` reads them outright). ``ended``: it reached a final
+    state; ``moved``: its progress message changed (``on_progress`` got it) since the last look."""
+
+    def __init__(self, execution: Any, on_progress: Callable[[str], None]) -> None:
+        self.execution, self.on_progress = execution, on_progress
+        self.state: str = execution.state.value
+        self.said: str | None = None
+        self.ended, self.moved = asyncio.Event(), asyncio.Event()
+        self._woken = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> _Watch:
+        self._task = asyncio.create_task(self._listen())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait(self, timeout: float) -> None:
+        """Until the execution ends, its progress moves, or ``timeout`` seconds pass."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken.wait(), timeout)
+        self._woken.clear()
+
+    async def sync(self) -> None:
+        await self.execution.sync()
+        self._state(self.execution.state.value)
+        self._progress(self.execution.progress.message)
+
+    async def _listen(self) -> None:
+        while not self.ended.is_set():
+            try:
+                async for event in self.execution.subscribe():
+                    if event["type"] == "state":
+                        self._state(event["state"].value)
+                    elif event["type"] == "progress":
+                        self._progress(event.get("message"))
+                    if self.ended.is_set():
+                        return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the subscription was lost (Redis restarted): subscribe again
+                log.debug("job %s: subscription lost: %s", self.execution.key, type(exc).__name__)
+            await asyncio.sleep(LOCAL_S * 10)
+
+    def _state(self, state: str) -> None:
+        self.state = state
+        if state in _TERMINAL:
+            self.ended.set()
+            self._woken.set()
+
+    def _progress(self, message: str | None) -> None:
+        if message and message != self.said:
+            self.said = message
+            self.on_progress(message)
+            self.moved.set()
+            self._woken.set()
 
 
 def _needs(answer: dict[str, Any]) -> bool:
