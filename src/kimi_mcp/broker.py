@@ -3,8 +3,11 @@
 One shared docket (``DOCKET``) carries new jobs to whichever worker is free; each worker also has a docket of
 its own (:func:`worker_docket`) for the follow-ups of the conversations it holds. One task, registered by
 name (``TASK``): :func:`kimi_mcp.remote.run_job`, with one plain dict argument. Besides Docket's own keys, a
-few of kimi-mcp's under ``kimi-mcp:``: the bundles in flight (``blob:``), a job's cancel flag (``cancel:``),
-which worker holds a conversation (``session:``) and the workers' announcements (``workers``).
+few of kimi-mcp's under ``kimi-mcp:``: the bundles and conversations in flight (``blob:``), a job's cancel
+flag (``cancel:``), attempts (``attempts:``), question (``asked:``), answers and messages (``control:``), the
+channel that tells its worker to look (``poke:``) and the docket it went to (``route:``); which worker holds a
+conversation (``session:``), the commits a worker holds per origin (``have:``) and the workers'
+announcements (``workers``).
 
 Docket pickles its messages: whoever can write to this Redis can run code on every worker and on the server
 (``config.broker_problem`` refuses a broker off loopback without a password).
