@@ -129,6 +129,23 @@ def served(kimi: KimiUnderTest, url: str, workspace: Path, log: Path, body: Any)
     return asyncio.run(main())
 
 
+def servers() -> list[Any]:
+    """The kimi-mcp servers this test process started (not its workers)."""
+    import psutil
+
+    return [
+        p for p in psutil.Process().children(recursive=True)
+        if SERVER in p.cmdline()[:2] and "worker" not in p.cmdline()
+    ]  # fmt: skip
+
+
+def kill_the_server() -> None:
+    """``kill -9`` of the one server this test runs (its workers go on)."""
+    (server,) = servers()
+    server.kill()
+    server.wait(10)
+
+
 async def call(client: Client, tool: str, args: dict) -> dict:
     return (await client.call_tool(tool, args, raise_on_error=False)).structured_content
 
@@ -408,8 +425,6 @@ def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
 def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
-    import psutil
-
     repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script(
         [
@@ -420,20 +435,12 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
         marker="REMOTE-R",
     )
 
-    def servers() -> list[psutil.Process]:
-        return [
-            p for p in psutil.Process().children(recursive=True)
-            if SERVER in p.cmdline()[:2] and "worker" not in p.cmdline()
-        ]  # fmt: skip
-
     async def before(client: Client):
         args = {"task_description": "REMOTE-R", "work_dir": str(repo), "isolation": "worktree", "wait_s": 0}
         started = await call(client, "kimi_code_task", args)
         while not fake.chat_requests():
             await asyncio.sleep(0.1)
-        (server,) = servers()
-        server.kill()  # the server dies mid-turn; the worker goes on
-        server.wait(10)
+        kill_the_server()  # mid-turn; the worker goes on
         return started
 
     with contextlib.suppress(Exception):
@@ -455,7 +462,6 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
 def test_a_task_outlives_its_server_the_restarted_one_reports_and_returns_it(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
-    import psutil
     from task_client import ToolTask, call_tool_task, tasks_extension
 
     repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
@@ -477,12 +483,7 @@ def test_a_task_outlives_its_server_the_restarted_one_reports_and_returns_it(
             task = await call_tool_task(client, "kimi_code_task", args)
             while not fake.chat_requests():
                 await asyncio.sleep(0.1)
-            (server,) = [
-                p for p in psutil.Process().children(recursive=True)
-                if SERVER in p.cmdline()[:2] and "worker" not in p.cmdline()
-            ]  # fmt: skip
-            server.kill()  # mid-turn; the worker goes on
-            server.wait(10)
+            kill_the_server()  # mid-turn; the worker goes on
             return task.create_result
 
     created = None

@@ -50,9 +50,7 @@ Bundler = Callable[[list[str]], bytes]  # the base's bundle without what the giv
 LOCAL_S = 0.1  # seconds between looks at the client's side of a job (cancel, answer, messages): no Redis
 RELAY_S = 1.0  # seconds between looks for the worker's question in Redis (at once when its progress moves)
 SYNC_S = 5.0  # seconds between outright reads of a job's state, besides Docket's published changes
-CONVERSATION_FILE = (
-    "conversation.tar.gz"  # in a copy's folder: Kimi's files of its conversation, from the worker
-)
+CONVERSATION_FILE = "conversation.tar.gz"  # in a copy's folder: Kimi's files of its conversation
 RESENDS = 3  # times a job's whole copy is sent again to workers that lack it
 ADOPT_WAIT_S = 5.0  # seconds the broker has to say whether it still has a dead server's job
 _TERMINAL = ("completed", "failed", "cancelled")
@@ -286,10 +284,9 @@ class _Dispatch:
 
     async def _collect(self, redis: Any, answer: dict[str, Any]) -> None:
         """Take the worker's bundle and conversation files out of Redis; drop what this job left there."""
-        for sent in ("bundle", "session"):
-            if self.request.get(sent):
-                await redis.delete(self.request[sent])
         for name in ("bundle", "session"):
+            if self.request.get(name):
+                await redis.delete(self.request[name])
             if answer.get(name):
                 answer[f"{name}_bytes"] = await redis.get(answer[name])
                 await redis.delete(answer[name])

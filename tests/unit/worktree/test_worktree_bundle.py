@@ -24,6 +24,16 @@ def worker_turn(checkout: Path, start: str, out: Path) -> tuple[str, str]:
     return bundles.pack_turn(checkout, start, out, JOB)
 
 
+def on_a_worker(iso: worktree.Isolated, folder: Path, start: str | None = None) -> Path:
+    """Bundle the copy (its base, and its newest turn if any) and check it out in a fresh worker's origin
+    under ``folder`` at ``start`` (default: the base); returns the checkout."""
+    bundle, checkout = folder / "copy.bundle", folder / "tree"
+    folder.mkdir(parents=True, exist_ok=True)
+    bundles.pack_base(iso, bundle)
+    bundles.check_out_base(folder / "o.git", bundle, start or iso.base, checkout, JOB)
+    return checkout
+
+
 def test_a_base_travels_and_two_turns_come_back_exactly(repo: Path, state: Path, tmp_path: Path) -> None:
     before = fingerprint(repo)
     iso = worktree.create(repo, state, JOB)
@@ -65,9 +75,7 @@ def test_a_bundle_that_does_not_hold_the_turn_is_refused(repo: Path, state: Path
     from kimi_mcp.errors import WorkspaceError
 
     iso = worktree.create(repo, state, JOB)
-    bundles.pack_base(iso, tmp_path / "base.bundle")
-    checkout = tmp_path / "w" / "tree"
-    bundles.check_out_base(tmp_path / "w" / "o.git", tmp_path / "base.bundle", iso.base, checkout, JOB)
+    checkout = on_a_worker(iso, tmp_path / "w")
     write(checkout / "x.txt", "x\n")
     ref, _end = worker_turn(checkout, iso.base, tmp_path / "t.bundle")
     with pytest.raises(WorkspaceError, match="not the turn's commit"):
@@ -105,18 +113,14 @@ def test_a_copy_with_a_turn_moves_to_a_new_worker_at_its_newest_turn(
     """A follow-up whose worker is gone: the copy's bundle carries its base and its newest turn, and the new
     worker checks out the turn, so the next turn starts where the last one ended."""
     iso = worktree.create(repo, state, JOB)
-    bundles.pack_base(iso, tmp_path / "base.bundle")
-    first = tmp_path / "w1" / "tree"
-    bundles.check_out_base(tmp_path / "w1" / "o.git", tmp_path / "base.bundle", iso.base, first, JOB)
+    first = on_a_worker(iso, tmp_path / "w1")
     write(first / "app.py", "turn one\n")
     ref, end = worker_turn(first, iso.base, tmp_path / "t1.bundle")
     bundles.unpack_turn(iso, tmp_path / "t1.bundle", ref, iso.base, end)
 
-    bundles.pack_base(iso, tmp_path / "moved.bundle")  # the first worker is gone
-    second = tmp_path / "w2" / "tree"
     start = bundles.turn_start(iso)
     assert start == end
-    bundles.check_out_base(tmp_path / "w2" / "o.git", tmp_path / "moved.bundle", start, second, JOB)
+    second = on_a_worker(iso, tmp_path / "w2", start)  # the first worker is gone
     assert files(second) == files(first)
     write(second / "app.py", "turn two\n")
     ref2, end2 = worker_turn(second, start, tmp_path / "t2.bundle")
