@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     settings, problem = config.configured(env_for_settings)
     if problem is not None:
         return _refuse(problem.message)
-    concurrency = args.concurrency or settings.max_concurrent
+    concurrency = settings.max_concurrent if args.concurrency is None else args.concurrency
     if concurrency < 1:
         return _refuse(f"--concurrency must be at least 1, not {concurrency}")
     if not args.redelivery_timeout > 0:

@@ -110,3 +110,25 @@ def test_a_pooled_connection_from_before_a_redis_restart_is_replaced_not_failed(
         for proc in servers:
             proc.terminate()
             proc.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "why"),
+    [
+        ("--keep-copies", "0", "--keep-copies must be positive, not 0.0"),
+        ("--redelivery-timeout", "-1", "--redelivery-timeout must be positive, not -1.0"),
+        ("--concurrency", "0", "--concurrency must be at least 1, not 0"),
+    ],
+)
+def test_a_worker_with_a_bad_option_refuses_to_start_saying_why(
+    option: str, value: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from kimi_mcp import worker
+
+    parser = argparse.ArgumentParser()
+    worker.add_arguments(parser)
+    args = parser.parse_args(["--broker", "redis://127.0.0.1:1/0", option, value])
+    assert worker.run(args) == 2
+    assert capsys.readouterr().err.strip() == f"kimi-mcp worker: {why}"
