@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from . import answers
 from .config import Settings
-from .jobs import JobSpec
+from .job_spec import JobSpec
 from .models import (
     AnalysisResult,
     CodeChange,
@@ -156,7 +156,7 @@ def _read_after(where: Path, rel: str, cap: int) -> tuple[str | None, str | None
     """``(text, None)`` of a file after the turn (text ``None``: it is gone), or ``(None, why)`` when the
     tracker's rules forbid showing it: a secret, a symlink or anything resolving outside the workspace, a
     binary, or more than ``cap`` characters (``max_context_bytes``, the cap on what was sent)."""
-    from . import tracker  # loaded with the first call's runner anyway
+    from . import tracker  # start-up speed: it loads with the runner at the first call, not with the tools
 
     report = tracker.collect_contents(
         where, [rel], tracker.TrackerOptions(max_file_chars=cap, max_total_chars=cap)

@@ -26,7 +26,7 @@ class LazyRunner:
         """The runner; the first use imports it and makes it."""
         with self._lock:
             if self._runner is None:
-                from .runner import Runner
+                from .runner import Runner  # pexpect, the tracker: loaded at the first call (start-up speed)
 
                 self._runner = Runner()
             return self._runner

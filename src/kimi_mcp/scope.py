@@ -136,6 +136,16 @@ class Inbox:
         with self._lock:
             return any(message.mode == mode for message in self._messages)
 
+    def deliver(self, kind: str, payload: dict) -> None:
+        """An answer or a message, as the job store and the broker carry them."""
+        if kind == "answer":  # {"picks": [option indexes], "text": free text} or {"declined": true}
+            if payload.get("declined"):
+                self.answer(DECLINED)
+            else:
+                self.answer(Choice(tuple(payload.get("picks") or ()), payload.get("text")))
+        elif kind == "message":
+            self.send(Message(text=str(payload["text"]), mode=payload.get("mode", "steer"), at=payload["at"]))
+
 
 class TokenMeter:
     """The tokens a job spent (input + output, summed over its steps, turns and attempts: attempts share

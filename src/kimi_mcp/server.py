@@ -34,7 +34,7 @@ from .http_auth import http_auth
 from .instructions import INSTRUCTIONS
 from .lazy_runner import LazyRunner
 from .secrets import configured_secrets
-from .tools import register_tools, shutdown_jobs
+from .tools import prune_copies, register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
     from .executors import RunTask
@@ -135,8 +135,6 @@ def serve(args: argparse.Namespace) -> None:
 
 def _prune_copies(mcp: FastMCP) -> None:
     """Remove isolated copies a dead server left behind (in the background: the client is connecting)."""
-    from .tools import prune_copies
-
     try:
         prune_copies(mcp)
     except Exception:

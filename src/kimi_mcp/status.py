@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from .config import Settings, kimi_code_prefix, state_dir, unknown_variables
+from .drivers import Driver, check_node, find_binary, make_driver, probe
 from .errors import AuthError, KimiMCPError, SettingsError
 from .models import ErrorInfo
-
-if TYPE_CHECKING:
-    from .drivers import Driver
+from .tool_names import ALL_TOOLS, enabled_tools
 
 
 class StatusReport(BaseModel):
@@ -62,8 +60,6 @@ def status_report(
 ) -> StatusReport:
     """Check the configuration (``problem``: why it was refused) and the Kimi install, in ``env`` (the
     environment read where kimi-mcp started)."""
-    from .drivers import check_node, find_binary, make_driver, probe
-
     env = dict(env)
     report = StatusReport(
         success=True, state_dir=str(state_dir(settings, env)), workspace_default=settings.workspace
@@ -92,8 +88,6 @@ def status_report(
 
 def _tools_problem(settings: Settings) -> SettingsError | None:
     """``KIMI_MCP_TOOLS`` naming a tool that does not exist (the server would answer every call with it)."""
-    from .tools import ALL_TOOLS, enabled_tools
-
     try:
         enabled_tools(settings)
     except ValueError as exc:

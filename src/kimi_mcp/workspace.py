@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from .config import DEFAULT_EXCLUDED_DIRS
 from .errors import BadInput, WorkspaceError
 from .secrets import is_secret_path
 
@@ -177,8 +178,6 @@ def _read_regular(full: Path, max_bytes: int) -> bytes | str:
 
 def workspace_overview(workspace: Path, limit: int = 200) -> str:
     """A short listing of the workspace's files (heavy and ignored directories skipped) for prompts."""
-    from .config import DEFAULT_EXCLUDED_DIRS
-
     try:
         import pathspec
 

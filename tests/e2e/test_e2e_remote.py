@@ -686,3 +686,56 @@ def test_a_job_no_worker_took_yet_is_cancelled_at_once(
     assert queued["status"] in ("queued", "starting"), queued
     assert status["workers"] == [] and any("no kimi-mcp worker" in w for w in status["warnings"]), status
     assert done["status"] == "cancelled" and "before a worker took it" in done["error"]["message"], done
+
+
+def test_token_limits_hold_on_a_worker_summed_over_attempts_and_against_the_servers_daily_budget(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    """Each fake step reports 1020 tokens and takes about 1.2 s. The server's ``KIMI_MCP_DAILY_TOKENS=3000``
+    stops a job on the worker at the step that crosses it (the worker had no daily budget of its own: it ran
+    on). ``max_tokens=2500`` with two attempts is the job's limit over both (each ran on a meter of its own,
+    3 steps = 3060 tokens each, 6120 together): both stop by their second step, 4080 together, 5100 allowing
+    the server's word one step late."""
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    slow = {"text": "thinking it over", "token_delay": 0.3, "chunk_chars": 4}
+
+    def steps(marker: str, count: int) -> None:
+        fake.script(
+            [
+                Reply("tool", tool_calls=[kimi.write(f"{marker}-{n}.txt", "n\n")], **slow)
+                for n in range(count)
+            ],
+            marker=marker,
+        )
+
+    steps("REMOTE-DAY", 8)
+
+    async def daily(client: Client):
+        return await call(client, "kimi_code_task", {"task_description": "REMOTE-DAY", "work_dir": str(repo)})
+
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis_url, "KIMI_MCP_DAILY_TOKENS": "3000"}
+
+    async def main(body: Any, log: str, environ: dict[str, str]):
+        async with Client(transport(environ, repo, tmp_path / log), timeout=600) as client:
+            return await body(client)
+
+    day = asyncio.run(main(daily, "server-day.log", env))
+    assert day["worker"] == worker.name and day["error"]["type"] == "budget", day
+    assert "KIMI_MCP_DAILY_TOKENS=3000" in day["error"]["message"], day["error"]
+    spent = day["usage"]["input_tokens"] + day["usage"]["output_tokens"]
+    assert 3060 <= spent <= 4080, spent  # stopped within one step of crossing it (8 steps were scripted)
+
+    steps("REMOTE-MAX", 12)
+
+    async def attempts(client: Client):
+        args = {"task_description": "REMOTE-MAX", "work_dir": str(repo), "isolation": "worktree",
+                "attempts": 2, "max_tokens": 2500}  # fmt: skip
+        best = await call(client, "kimi_code_task", args)
+        each = [await call(client, "kimi_job", {"job_id": a["job_id"]}) for a in best["attempts"]]
+        return best, each
+
+    env.pop("KIMI_MCP_DAILY_TOKENS")
+    best, each = asyncio.run(main(attempts, "server-max.log", env))
+    assert len(each) == 2 and all(r["error"] and r["error"]["type"] == "budget" for r in each), best
+    total = sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in each)
+    assert 2500 < total <= 5100, (total, [r["usage"] for r in each])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp import broker
 from kimi_mcp.config import broker_problem, configured
+from kimi_mcp.remote import broker
 from kimi_mcp.secrets import Redactor, configured_secrets
 
 
@@ -125,7 +125,7 @@ def test_a_worker_with_a_bad_option_refuses_to_start_saying_why(
 ) -> None:
     import argparse
 
-    from kimi_mcp import worker
+    from kimi_mcp.cli import worker
 
     parser = argparse.ArgumentParser()
     worker.add_arguments(parser)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp import cli, jobs_cli
+from kimi_mcp import cli
+from kimi_mcp.cli import jobs as jobs_cli
 from kimi_mcp.jobs import STORE_FILE, JobRecord, JobStore, owner_id
 from kimi_mcp.jobs._store import STATUSES
 

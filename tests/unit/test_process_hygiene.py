@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from typing_extensions import deprecated
 
 from kimi_mcp import server
-from kimi_mcp.tools import _mcp
+from kimi_mcp.adapter import client as _mcp
 
 
 def test_any_exit_signal_ignores_every_other_during_cleanup() -> None:

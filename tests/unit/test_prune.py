@@ -17,11 +17,12 @@ from git_helpers import committed_repo
 
 from kimi_mcp import cli, worktree
 from kimi_mcp.config import Settings, state_dir
+from kimi_mcp.drivers import session_dirs, session_roots
 from kimi_mcp.drivers.base import KimiInstall
 from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.jobs import STORE_FILE, JobManager, JobRecord, JobRef, JobStore, owner_id
-from kimi_mcp.prune import forget_sessions, human_bytes, leftovers, session_dirs, session_roots
+from kimi_mcp.jobs.prune import forget_sessions, human_bytes, leftovers
 
 DAY = 86_400.0
 DEAD = "dead-owner"  # malformed, so never alive

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ._probe import check_node, find_binary, installed_version, probe
+from ._stores import session_dirs, session_roots
 from .base import Driver, KimiInstall, ScreenState, WireEvent
 from .kimi_code import KimiCodeDriver
 from .legacy import LegacyDriver
@@ -18,6 +19,8 @@ __all__ = [
     "installed_version",
     "make_driver",
     "probe",
+    "session_dirs",
+    "session_roots",
 ]
 
 

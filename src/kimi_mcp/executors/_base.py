@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from ..config import Settings
-    from ..jobs import JobSpec
+    from ..job_spec import JobSpec
     from ..models import TaskResult
     from ..scope import Scope
     from ..task import RunWatch, TaskRequest

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import worktree
 from ..config import Settings
 from ..finish import finish
 from ..models import TaskResult, VerifyOutcome, WorktreeInfo
@@ -18,7 +19,7 @@ from ..task import RunWatch, TaskRequest
 from ._base import Executor, RunTask
 
 if TYPE_CHECKING:
-    from ..jobs import JobSpec
+    from ..job_spec import JobSpec
     from ..worktree import Isolated
 
 APPLY_NOTE = (
@@ -80,8 +81,6 @@ def run_isolated(
     """One turn on an isolated copy (kept in the state directory): a new one named after ``job_id``, or the
     conversation's (``spec.copy``). Returns the result (its diff, copy and verify outcome filled in, paths
     relative to the workspace as always) and the workspace inside the copy."""
-    from .. import worktree
-
     state = runtime.state_dir
     if spec.copy is not None:
         copy = worktree.load(state, spec.copy)
@@ -98,8 +97,6 @@ def run_isolated(
 
 def describe(result: TaskResult, copy: Isolated) -> None:
     """Fill in ``diff`` and ``worktree``: the whole change of the copy against its base."""
-    from .. import worktree
-
     change = worktree.diff(copy)
     result.diff = change.text
     result.worktree = WorktreeInfo(

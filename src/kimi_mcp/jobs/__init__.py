@@ -3,8 +3,8 @@ job store shared by every kimi-mcp server of the user (``_store``)."""
 
 from __future__ import annotations
 
-from ._manager import DAY_S, TICK, Job, JobManager, deliver_to, record_result, status_of
-from ._spec import JobSpec
+from ..job_spec import JobSpec
+from ._manager import DAY_S, TICK, Job, JobManager, record_result, status_of
 from ._store import FINISHED, STORE_FILE, JobRecord, JobRef, JobStore, owner_alive, owner_id
 
 __all__ = [
@@ -21,6 +21,5 @@ __all__ = [
     "owner_alive",
     "owner_id",
     "record_result",
-    "deliver_to",
     "status_of",
 ]

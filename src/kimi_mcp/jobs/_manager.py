@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
+from ..finish import result_class
+from ..job_spec import JobSpec
 from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInfo, TaskResult
-from ..question import Choice
-from ..scope import DECLINED, Inbox, Message, Scope
+from ..scope import Scope
 from ..task import RunWatch
-from ._spec import JobSpec
 from ._store import (
     FINISHED,
     INTERRUPTED_MESSAGE,
@@ -309,8 +309,6 @@ class JobManager:
 
     def _resume(self, record: JobRecord, spec: JobSpec) -> None:
         """Follow an adopted job (its server died; a worker runs it) to its result, in a thread of its own."""
-        from ..finish import result_class
-
         job = Job(record, result_class(record.tool), Scope(deadline=float("inf")))
         job.watch.session_id = record.session_id
         job.on_question = lambda: self._record_question(job)
@@ -450,18 +448,7 @@ class JobManager:
 
 def deliver(job: Job, kind: str, payload: dict) -> None:
     """An answer or a message sent to ``job`` (checked by the sender), into its inbox."""
-    deliver_to(job.scope.inbox, kind, payload)
-
-
-def deliver_to(inbox: Inbox, kind: str, payload: dict) -> None:
-    """An answer or a message (as the store and the broker carry them) into ``inbox``."""
-    if kind == "answer":  # {"picks": [option indexes], "text": free text} or {"declined": true}
-        if payload.get("declined"):
-            inbox.answer(DECLINED)
-        else:
-            inbox.answer(Choice(tuple(payload.get("picks") or ()), payload.get("text")))
-    elif kind == "message":
-        inbox.send(Message(text=str(payload["text"]), mode=payload.get("mode", "steer"), at=payload["at"]))
+    job.scope.inbox.deliver(kind, payload)
 
 
 def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:

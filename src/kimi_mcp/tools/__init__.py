@@ -1,12 +1,12 @@
-"""The MCP tools: module-level functions, each supplying its prompt and its finishing step; the shared
-pipeline (``_pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them (name
-→ the module that defines it); ``register_tools`` adds the enabled ones to a server *at its first request
-after ``initialize``*, so a client's connect does not wait for the tool modules, their result models and
-schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and reject
-every write or command at the approval layer; the job tools (``jobs``) wait for, answer, list and continue
-jobs; ``control`` steers a running job (``kimi_steer``); ``worktrees`` applies or discards isolated jobs.
-Kimi's questions are asked of the caller (``_questions``). The Kimi tools also run as MCP tasks
-(``_tasks``), for a client that asks for one."""
+"""The MCP tools: module-level functions, each supplying its prompt and its finishing step; the shared pipeline
+(``kimi_mcp.adapter.pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them
+(name → the module that defines it); ``register_tools`` adds the enabled ones to a server *at its first
+request after ``initialize``*, so a client's connect does not wait for the tool modules, their result models
+and schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and
+reject every write or command at the approval layer; the job tools (``jobs``) wait for, answer, list and
+continue jobs; ``control`` steers a running job (``kimi_steer``); ``worktrees`` applies or discards isolated
+jobs. Kimi's questions are asked of the caller (``adapter.questions``). The Kimi tools also run as MCP tasks
+(``adapter.tasks``), for a client that asks for one."""
 
 from __future__ import annotations
 
@@ -20,9 +20,10 @@ from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 
 from .._logging import CLIENT_EVENTS, get_logger
+from ..adapter.tasks import JobTasks
 from ..config import Settings
 from ..errors import KimiMCPError
-from ._tasks import JobTasks
+from ..tool_names import ALL_TOOLS, TOOLS, enabled_tools
 
 if TYPE_CHECKING:
     from ..executors import RunTask
@@ -32,35 +33,6 @@ if TYPE_CHECKING:
 log = get_logger("tools")
 
 __all__ = ["ALL_TOOLS", "TOOLS", "enabled_tools", "prune_copies", "register_tools", "shutdown_jobs"]
-
-TOOLS: dict[str, str] = {
-    "kimi_code_task": "write",
-    "kimi_prompt": "write",
-    "kimi_refactor": "write",
-    "kimi_debug": "write",
-    "kimi_analyze_code": "read",
-    "kimi_verify": "read",
-    "kimi_consult": "read",
-    "kimi_continue": "jobs",
-    "kimi_job": "jobs",
-    "kimi_jobs": "jobs",
-    "kimi_steer": "control",
-    "kimi_apply": "worktrees",
-    "kimi_discard": "worktrees",
-    "kimi_status": "status",
-}
-ALL_TOOLS = tuple(TOOLS)
-
-
-def enabled_tools(settings: Settings) -> list[str]:
-    """The tools ``settings.tools`` allows (all when unset); ``ValueError`` for unknown names."""
-    enabled = set(settings.tools) if settings.tools else set(ALL_TOOLS)
-    unknown = enabled - set(ALL_TOOLS)
-    if unknown:
-        raise ValueError(
-            f"KIMI_MCP_TOOLS names unknown tools {sorted(unknown)}; valid: {', '.join(ALL_TOOLS)}"
-        )
-    return [name for name in ALL_TOOLS if name in enabled]
 
 
 def register_tools(
@@ -100,13 +72,13 @@ def _load(
     run: RunTask | None,
     problem: KimiMCPError | None,
 ) -> None:
-    from ._pipeline import Backend, bind
-    from .resources import register_resources
+    # the pipeline, the job manager and the tool modules load at the first request, not at start-up
+    from ..adapter import pipeline, resources
 
-    backend = Backend(settings, env, runner, run or runner, problem)
-    bind(mcp, backend)
+    backend = pipeline.Backend(settings, env, runner, run or runner, problem)
+    pipeline.bind(mcp, backend)
     _job_managers.add(backend.jobs)
-    register_resources(mcp, backend.jobs)
+    resources.register_resources(mcp, backend.jobs)
     for name in names:
         mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
 
@@ -139,7 +111,7 @@ class _ArgumentErrors(Middleware):
         try:
             return await call_next(context)
         except ValidationError as exc:
-            from ._mcp import invalid_arguments
+            from ..adapter.client import invalid_arguments  # loads with the tools (start-up speed)
 
             name = context.message.name
             tool = await context.fastmcp_context.fastmcp.get_tool(name) if context.fastmcp_context else None
@@ -153,7 +125,7 @@ class _RelayEvents(Middleware):
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         result = await call_next(context)
         if CLIENT_EVENTS.pending():
-            from ._mcp import relay_events
+            from ..adapter.client import relay_events  # loads with the tools (start-up speed)
 
             await relay_events(context.fastmcp_context)
         return result
@@ -170,10 +142,9 @@ def shutdown_jobs() -> None:
 
 
 def prune_copies(mcp: FastMCP) -> list[str]:
-    """Remove the stale isolated copies of worktree jobs (see ``_isolation.prune_copies``); the server's
+    """Remove the stale isolated copies of worktree jobs (see ``adapter.isolation.prune_copies``); the server's
     tools must be loaded."""
-    from ._isolation import prune_copies as prune
-    from ._pipeline import current_backend
+    from ..adapter import isolation, pipeline  # loaded with the tools (start-up speed)
 
-    backend = current_backend(mcp)
-    return prune(backend.jobs, backend.state_dir)
+    backend = pipeline.current_backend(mcp)
+    return isolation.prune_copies(backend.jobs, backend.state_dir)

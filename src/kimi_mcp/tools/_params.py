@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Literal
 
-import mcp_types
-from fastmcp.tools.base import ToolResult
-from fastmcp.utilities.tasks import TaskConfig
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -84,12 +80,6 @@ IN_ONE_MESSAGE = (
 )
 """Said of every text that goes into Kimi's message: the message limit is the one limit that applies."""
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
-
-TASK = TaskConfig(mode="optional", poll_interval=timedelta(seconds=1))
-"""The Kimi tools run as MCP tasks when the client asks for one on the call (``_tasks``), never only so."""
-
-Reply = ToolResult | mcp_types.InputRequiredResult
-"""What a tool returns: its result, or (modern protocol) a request for the client's roots first."""
 
 
 def writes(title: str) -> ToolAnnotations:

@@ -11,12 +11,13 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from pydantic import Field
 
+from ..adapter.client import to_tool_result
+from ..adapter.pipeline import Backend, Reply, current_backend, stored_reply
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED
 from ..models import TaskResult
-from ._mcp import to_tool_result
-from ._params import IN_ONE_MESSAGE, Reply, writes
-from ._pipeline import Backend, current_backend
+from ._params import IN_ONE_MESSAGE, writes
+from .jobs import _failure, job_record
 
 MAX_MESSAGE_CHARS = (
     200_000  # the message limit itself is Kimi's (KIMI_MCP_MAX_MESSAGE_TOKENS), checked by the run
@@ -41,8 +42,6 @@ async def kimi_steer(
     ] = "steer",
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
-    from .jobs import _failure, job_record, stored_reply
-
     try:
         backend.check()
         if not message.strip():

@@ -20,45 +20,40 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from .. import prompts
+from ..adapter import questions as _questions
+from ..adapter.client import client_roots, error_result, to_tool_result
+from ..adapter.isolation import Isolation, copy_of
+from ..adapter.pipeline import (
+    Backend,
+    Call,
+    Reply,
+    cancel_and_wait,
+    current_backend,
+    not_blank,
+    snapshot,
+    stored_reply,
+)
+from ..adapter.tasks import TASK
 from ..errors import BadInput, KimiMCPError, SessionError
-from ..jobs import FINISHED, TICK, JobRecord, owner_alive, record_result
+from ..jobs import FINISHED, TICK, JobRecord, owner_alive
 from ..models import (
-    AnalysisResult,
-    ConsultResult,
-    DebugResult,
     ErrorInfo,
     JobList,
     JobSummary,
-    RefactorResult,
     TaskResult,
-    VerifyResult,
 )
 from ..workspace import resolve_workspace
-from . import _questions
-from ._isolation import Isolation, copy_of
-from ._mcp import client_roots, error_result, to_tool_result
 from ._params import (
     IN_ONE_MESSAGE,
     MODEL_PATTERN,
-    TASK,
     ApprovalsArg,
     Files,
     MaxTokens,
-    Reply,
     WaitS,
     reads,
     writes,
 )
-from ._pipeline import Backend, Call, cancel_and_wait, current_backend, not_blank, snapshot
 
-#: the result type of each tool's jobs (every other tool returns a plain TaskResult)
-RESULT_TYPES: dict[str, type[TaskResult]] = {
-    "kimi_refactor": RefactorResult,
-    "kimi_debug": DebugResult,
-    "kimi_analyze_code": AnalysisResult,
-    "kimi_verify": VerifyResult,
-    "kimi_consult": ConsultResult,
-}
 POLL_S = 0.5  # seconds between looks at the store while waiting for another server's job
 CANCEL_WAIT_S = 30.0  # how long `cancel` waits for another server to stop its job
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
@@ -124,11 +119,6 @@ async def kimi_job(
     elif action in ("wait", "answer") and record.status not in FINISHED:
         record = await _poll(ctx, backend, job_id, wait_s, answered=action == "answer")
     return stored_reply(backend, record)
-
-
-def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:
-    """A job as its tool would reply, from the store: the whole result once finished, else its progress."""
-    return to_tool_result(record_result(record, RESULT_TYPES.get(record.tool, TaskResult)), backend.settings)
 
 
 @tool(

@@ -12,10 +12,11 @@ from fastmcp.tools import tool
 from pydantic import BaseModel, Field
 
 from .. import prompts
+from ..adapter.pipeline import Backend, Call, Reply, current_backend, not_blank, run_tool
+from ..adapter.tasks import TASK
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, VerifyResult
-from ._params import IN_ONE_MESSAGE, TASK, Files, MaxTokens, Model, Reply, WaitS, WorkDir, reads
-from ._pipeline import Backend, Call, current_backend, not_blank, run_tool
+from ._params import IN_ONE_MESSAGE, Files, MaxTokens, Model, WaitS, WorkDir, reads
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
 ConsultRole = Literal["skeptic", "architect", "debugger", "judge"]

@@ -11,12 +11,13 @@ from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 
+from ..adapter.budget import result_json
+from ..adapter.pipeline import DAILY_WARNING, Backend, current_backend, daily_warning
 from ..jobs import DAY_S
 from ..models import ErrorInfo
+from ..remote import broker
 from ..status import StatusReport, status_report
-from ._budget import result_json
 from ._params import reads
-from ._pipeline import DAILY_WARNING, Backend, current_backend, daily_warning
 
 
 @tool(
@@ -51,8 +52,6 @@ async def kimi_status(backend: Backend = Depends(current_backend)) -> ToolResult
 
 async def _workers(report: StatusReport, url: str) -> None:
     """The broker's workers into ``report`` (an unreachable broker is a problem, said with what to check)."""
-    from .. import broker
-
     report.broker = broker.broker_host(url)
     try:
         with anyio.fail_after(5):

@@ -13,14 +13,15 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
+from .. import worktree
+from ..adapter.budget import result_json
+from ..adapter.client import error_text
+from ..adapter.isolation import copy_of
+from ..adapter.pipeline import Backend, current_backend
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED, JobRecord
 from ..models import ApplyResult, ConflictInfo, ErrorInfo
-from ._budget import result_json
-from ._isolation import copy_of
-from ._mcp import error_text
 from ._params import writes
-from ._pipeline import Backend, current_backend
 from .jobs import check_scope, job_record
 
 JobId = Annotated[
@@ -48,8 +49,6 @@ async def kimi_apply(
     ] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> ToolResult | mcp_types.InputRequiredResult:
-    from .. import worktree
-
     try:
         if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
             return found
@@ -88,8 +87,6 @@ async def kimi_discard(
     job_id: JobId,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> ToolResult | mcp_types.InputRequiredResult:
-    from .. import worktree
-
     try:
         if isinstance(found := await _isolated_job(ctx, backend, job_id), mcp_types.InputRequiredResult):
             return found

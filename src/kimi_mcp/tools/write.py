@@ -12,25 +12,24 @@ from fastmcp.tools import tool
 from pydantic import Field
 
 from .. import prompts
+from ..adapter.isolation import Isolation, isolation_for
+from ..adapter.pipeline import Backend, Call, Reply, current_backend, not_blank, run_tool
+from ..adapter.tasks import TASK
 from ..models import DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._isolation import Isolation, isolation_for
 from ._params import (
     IN_ONE_MESSAGE,
-    TASK,
     ApprovalsArg,
     Attempts,
     Files,
     IsolationArg,
     MaxTokens,
     Model,
-    Reply,
     VerifyCommand,
     WaitS,
     WorkDir,
     writes,
 )
-from ._pipeline import Backend, Call, current_backend, not_blank, run_tool
 
 
 @tool(

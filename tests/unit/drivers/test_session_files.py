@@ -1,4 +1,4 @@
-"""Kimi's files of one conversation moved to another machine (``drivers._sessions``): laid out as each
+"""Kimi's files of one conversation moved to another machine (``remote.sessions``): laid out as each
 dialect's real home lays them out (seen in the e2e runs: kimi-cli 1.50.0, Kimi Code 2.1.0), packed on
 one worker and placed on another for a work directory at another path."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kimi_mcp.drivers._sessions import pack, place
 from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
+from kimi_mcp.remote.sessions import pack, place
 
 LEGACY_SID = "4271228e-0f11-43f7-9d0f-90a49d80bd61"
 CODE_SID = "session_86713137-dc23-4506-b791-384daff9074e"

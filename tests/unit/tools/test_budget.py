@@ -1,10 +1,10 @@
-"""The result budget (``tools._budget``): shared fairly, each cut listed once with its true size, honoured
+"""The result budget (``adapter.budget``): shared fairly, each cut listed once with its true size, honoured
 exactly."""
 
 from __future__ import annotations
 
+from kimi_mcp.adapter.budget import fit_to_budget, result_json
 from kimi_mcp.models import Evidence, TaskResult, ToolCallTrace, TruncatedItem
-from kimi_mcp.tools._budget import fit_to_budget, result_json
 
 
 def size(result: TaskResult) -> int:

@@ -243,7 +243,7 @@ def test_a_finished_result_survives_a_restart_and_a_running_job_becomes_interrup
         return server, done, running
 
     server, done, running = run(first_server)
-    from kimi_mcp.tools._pipeline import _backends
+    from kimi_mcp.adapter.pipeline import _backends
 
     _backends[server].jobs.shutdown()  # the server goes away with the job still running
     runner.gate.set()

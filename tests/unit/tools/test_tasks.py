@@ -20,10 +20,10 @@ from task_client import call_tool_task, tasks_extension
 from test_jobs_tools import GatedRunner
 from test_worktree_tools import EditingRunner
 
+from kimi_mcp.adapter import tasks as _tasks
 from kimi_mcp.config import Settings
 from kimi_mcp.models import ErrorInfo, TaskResult
 from kimi_mcp.server import create_server
-from kimi_mcp.tools import _tasks
 
 
 def run(body) -> Any:

@@ -12,7 +12,7 @@ from wt_helpers import write
 
 from kimi_mcp import worktree
 from kimi_mcp.drivers.legacy import LegacyDriver
-from kimi_mcp.reclaim import InUse, reclaim, record_use
+from kimi_mcp.remote.worker_reclaim import InUse, reclaim, record_use
 from kimi_mcp.worktree import bundles
 from kimi_mcp.worktree._git import git, lines
 

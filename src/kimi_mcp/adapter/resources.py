@@ -63,7 +63,7 @@ def _field_text(jobs: JobManager, job_id: str, name: str) -> str:
 
 
 def _file_text(jobs: JobManager, job_id: str, path: str) -> str:
-    from .. import tracker  # the tracker loads with the first call anyway
+    from .. import tracker  # start-up speed: it loads with the runner at the first call, not with the tools
 
     result = _result(jobs, job_id)
     if path not in {*result.get("files_created", []), *result.get("files_modified", [])}:

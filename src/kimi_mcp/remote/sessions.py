@@ -20,8 +20,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from ..drivers.base import Driver
 from ..errors import SessionError
-from .base import Driver
 
 MANIFEST = "kimi-mcp-session.json"
 _FOLDER = "session"  # the conversation's folder inside the tar

@@ -21,9 +21,9 @@ import contextlib
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -31,7 +31,7 @@ import mcp_types
 import mcp_types.methods as _methods
 from fastmcp.server.dependencies import _is_client_tool_call
 from fastmcp.server.extensions import MethodBinding, ServerExtension, read_client_extension_settings
-from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+from fastmcp.utilities.tasks import TASKS_EXTENSION_ID, TaskConfig
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, RequestParams, Result
@@ -39,7 +39,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
 from .._logging import get_logger
-from ._params import TASK
+from ..models import GOING
+from .submitted import SUBMITTED
 
 if TYPE_CHECKING:
     from fastmcp import Context
@@ -47,9 +48,12 @@ if TYPE_CHECKING:
     from fastmcp.tools.base import Tool
 
     from ..jobs import Job
-    from ._pipeline import Call
+    from .pipeline import Backend, Call, Submitted
 
 log = get_logger("tasks")
+
+TASK = TaskConfig(mode="optional", poll_interval=timedelta(seconds=1))
+"""The Kimi tools run as MCP tasks when the client asks for one on the call, never only so."""
 
 FILES_EVERY_S = 2.0  # the files-changed-so-far part of a status message is refreshed at most this often
 CANCEL_WAIT_S = 3.0  # tasks/cancel acknowledges once the job stopped, or after this long
@@ -177,22 +181,9 @@ class Task:
         threading.Thread(target=refresh, name=f"kimi-task-{self.task_id}", daemon=True).start()
 
 
-_pending: ContextVar[list[Task] | None] = ContextVar("kimi_mcp_task", default=None)
-
-
-def started(call: Call, jobs: list[Job]) -> bool:
-    """Called by the pipeline once a call's jobs are submitted: ``True`` if the call runs as a task (the
-    tools/call then answers with the task at once, whatever ``wait_s`` says)."""
-    pending = _pending.get()
-    if pending is None:
-        return False
-    pending.append(Task(call, list(jobs)))
-    return True
-
-
 # -- the extension --------------------------------------------------------------------------------------
 class JobTasks(ServerExtension):
-    """The tasks extension for the tools declared with a task mode (``_params.TASK``: optional, so a call
+    """The tasks extension for the tools declared with a task mode (:data:`TASK`: optional, so a call
     becomes a task only when the client declares the extension on it). ``ttl_ms``: how long a task's
     result stays readable (the job store's retention)."""
 
@@ -222,15 +213,15 @@ class JobTasks(ServerExtension):
         )
         if tool is None:
             return await call_next()
-        pending: list[Task] = []
-        token = _pending.set(pending)
+        pending: list[Submitted] = []
+        await context.set_state(SUBMITTED, pending, serializable=False)  # the pipeline appends its jobs
         try:
             outcome = await call_next()
         finally:
-            _pending.reset(token)
+            await context.set_state(SUBMITTED, None, serializable=False)
         if not pending:  # answered inline: an error, or the request for the client's roots
             return outcome
-        task = pending[0]
+        task = Task(pending[0].call, list(pending[0].jobs))
         task.poll_interval_ms = int(tool.task_config.poll_interval.total_seconds() * 1000)
         with self._lock:
             finished = [key for key, kept in self._tasks.items() if kept.finished()]
@@ -252,6 +243,10 @@ class JobTasks(ServerExtension):
                 message=f"tasks/* needs the {TASKS_EXTENSION_ID} extension declared on the request",
             )
 
+    def _backend(self) -> Backend:
+        """The server's backend (its tools must be loaded: they load at the first request)."""
+        return _pipeline().current_backend(self.server)
+
     async def _task(self, task_id: str) -> Task | None:
         """The task, also one whose job this server adopted after the server that started it stopped (a
         worker runs it): a task outlives its server, like its job."""
@@ -259,10 +254,9 @@ class JobTasks(ServerExtension):
             task = self._tasks.get(task_id)
         if task is not None:
             return task
-        from ._pipeline import current_backend
 
         def adopted() -> Job | None:
-            jobs = current_backend(self.server).jobs
+            jobs = self._backend().jobs
             record = jobs.store.get(task_id)  # opening the store adopts the dead servers' jobs on workers
             if record is not None and jobs.orphaned(record):
                 jobs.settle_orphans()  # the broker was away when the store opened: try again
@@ -291,11 +285,9 @@ class JobTasks(ServerExtension):
             reply = await anyio.to_thread.run_sync(task.call.finished_reply, task.jobs)
             result = _call_tool_result(reply)
         elif status == "input_required" and (job := task.asking()) is not None and job.question is not None:
-            from ._questions import QUESTION_KEY, form
-
-            text, schema = form(job.question)
+            text, schema = _questions().form(job.question)
             requests = {
-                QUESTION_KEY: {
+                _questions().QUESTION_KEY: {
                     "method": "elicitation/create",
                     "params": {"message": text, "requestedSchema": schema},
                 }
@@ -309,12 +301,8 @@ class JobTasks(ServerExtension):
     async def _stored(self, task_id: str) -> GetTaskResult:
         """A task this server no longer holds (finished long ago, or started before a restart): its job,
         from the job store."""
-        from ..jobs import FINISHED
-        from ._pipeline import current_backend
-        from .jobs import stored_reply
-
         try:
-            backend = current_backend(self.server)
+            backend = self._backend()
             record = await anyio.to_thread.run_sync(backend.jobs.store.get, task_id)
         except Exception:  # no tools loaded yet, or no store: nothing to find
             record = None
@@ -331,12 +319,12 @@ class JobTasks(ServerExtension):
             "poll_interval_ms": POLL_MS,
         }
         now = datetime.now(UTC).isoformat()
-        if record.status not in FINISHED:
+        if record.status in GOING:
             activity = (record.progress or {}).get("activity") or record.status
             return GetTaskResult(
                 status="working", status_message=f"{activity} · job {task_id}", last_updated_at=now, **fields
             )
-        reply = await anyio.to_thread.run_sync(stored_reply, backend, record)
+        reply = await anyio.to_thread.run_sync(_pipeline().stored_reply, backend, record)
         return GetTaskResult(
             status="completed", status_message=record.status, result=_call_tool_result(reply),
             last_updated_at=now, **fields,
@@ -345,14 +333,12 @@ class JobTasks(ServerExtension):
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> AckResult:
         """The answer to the question a task waits on (``inputResponses``, as tasks/get asked for it):
         typed into Kimi; anything else is acknowledged and ignored."""
-        from ._questions import QUESTION_KEY, deliver_response
-
         self._check(ctx)
         task = await self._task(params.task_id)
         if task is None:
             await self._stored(params.task_id)  # unknown: the same error as tasks/get
             return AckResult()
-        response = params.input_responses.get(QUESTION_KEY)
+        response = params.input_responses.get(_questions().QUESTION_KEY)
         job = task.asking()
         if response is not None and job is not None and (info := job.question) is not None:
             action = (
@@ -361,7 +347,7 @@ class JobTasks(ServerExtension):
             content = (
                 response.get("content") if isinstance(response, dict) else getattr(response, "content", None)
             )
-            deliver_response(job, info, str(action), content)
+            _questions().deliver_response(job, info, str(action), content)
         return AckResult()
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> AckResult:
@@ -381,6 +367,21 @@ class JobTasks(ServerExtension):
             while not task.finished() and time.monotonic() < deadline:
                 await anyio.sleep(0.05)
         return AckResult()
+
+
+def _pipeline() -> ModuleType:
+    """The call pipeline, for the task methods: imported at their first use, since it loads the job manager and
+    the executors, which load with the tools at the first request, not when the server starts (start-up speed)."""
+    from . import pipeline  # start-up speed: see above
+
+    return pipeline
+
+
+def _questions() -> ModuleType:
+    """Kimi's questions asked of the client, imported at first use like :func:`_pipeline` (start-up speed)."""
+    from . import questions  # start-up speed: loads the job manager
+
+    return questions
 
 
 def _opted_in(context: Context) -> bool:

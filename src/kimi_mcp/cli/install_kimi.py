@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import own_kimi
+from .. import own_kimi
 
 NPM_MISSING = (
     "kimi-mcp install-kimi: npm is not on PATH. It only needs npm itself (any Node version runs it), e.g. "
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Install (or find already installed) and say where; 0 on success, 1 with the reason otherwise."""
-    from .config import configured, kimi_code_prefix, load_env_file, read_environment
+    from ..config import configured, kimi_code_prefix, load_env_file, read_environment  # not for --help
 
     load_env_file()  # the server reads it too: XDG_DATA_HOME set there moves the data directory for both
     env = read_environment()
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _installed_version(prefix: Path) -> str | None:
     """The Kimi Code version complete in ``prefix`` (Node included), else None."""
-    from .drivers import installed_version
+    from ..drivers import installed_version  # loaded only when the command runs: its --help answers at once
 
     kimi = own_kimi.find(prefix)
     found = installed_version(str(kimi)) if kimi is not None else None

@@ -30,17 +30,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import broker
+from .. import worktree
 from .._logging import get_logger
 from ..errors import BadInput, BrokerError, KimiMCPError, SessionError, TaskCancelled
+from ..executors._base import Executor
+from ..executors._local import Local, Runtime, describe
+from ..finish import result_class
 from ..models import TaskResult
 from ..scope import Scope
 from ..task import RunWatch
-from ._base import Executor
-from ._local import Local, Runtime, describe
+from ..worktree import bundles
+from . import broker
 
 if TYPE_CHECKING:
-    from ..jobs import JobSpec
+    from ..job_spec import JobSpec
     from ..worktree import Isolated
 
 log = get_logger("executors")
@@ -68,8 +71,6 @@ class Remote(Executor):
         self.host = broker.broker_host(url)
 
     def run(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
-        from .. import worktree
-
         state = self.runtime.state_dir
         try:
             worktree.repo_top(Path(spec.workspace), state)
@@ -82,6 +83,7 @@ class Remote(Executor):
         else:
             iso = worktree.create(Path(spec.workspace), state, job_id)
         request = self._request(spec, job_id, iso)
+        request["tokens"] = broker.allowance(scope.tokens)
         copy = _Copy(
             functools.partial(self._base_bundle, iso), iso.root / CONVERSATION_FILE, spec.copy is None
         )
@@ -97,10 +99,9 @@ class Remote(Executor):
             return False
 
     def resume(self, spec: JobSpec, *, job_id: str, scope: Scope, watch: RunWatch) -> TaskResult:
-        from .. import worktree
-
         iso = worktree.load(self.runtime.state_dir, spec.copy or job_id)
         request = self._request(spec, job_id, iso)
+        request["tokens"] = broker.allowance(scope.tokens)
         try:
             answer = asyncio.run(
                 _Dispatch(self.url, request, None, spec.session_id, scope, watch, resume=True).run()
@@ -111,8 +112,6 @@ class Remote(Executor):
         return self._finish(spec, iso, request, answer, scope)
 
     def _request(self, spec: JobSpec, job_id: str, iso: Isolated) -> dict[str, Any]:
-        from ..worktree import bundles
-
         exclude = iso.checkout / ".git" / "info" / "exclude"
         return {
             "job_id": job_id, "spec": spec.to_dict(), "copy": iso.id, "origin": origin_of(iso),
@@ -124,8 +123,6 @@ class Remote(Executor):
 
     def _base_bundle(self, iso: Isolated, have: list[str]) -> bytes:
         """The base as a bundle, without what the commits in ``have`` hold (every live worker has them)."""
-        from ..worktree import bundles
-
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "base.bundle"
             bundles.pack_base(iso, out, have)
@@ -158,11 +155,10 @@ class Remote(Executor):
     def _finish(
         self, spec: JobSpec, iso: Isolated, request: dict[str, Any], answer: dict[str, Any], scope: Scope
     ) -> TaskResult:
-        from ..finish import result_class
-        from ..worktree import bundles
-
         result = result_class(spec.tool).model_validate(answer["result"])
         result.worker = answer.get("worker")
+        if result.usage is not None:  # the turn's last tokens, which the relay may not have read yet
+            scope.tokens.record(scope, 0, result.usage.input_tokens + result.usage.output_tokens)
         if answer.get("session_bytes") is not None:  # Kimi's files of the conversation, for a move
             _keep_conversation(iso.root / CONVERSATION_FILE, answer["session_bytes"])
         data = answer.get("bundle_bytes")
@@ -203,8 +199,6 @@ def origin_of(iso: Isolated) -> str:
 
 def _apply_on_return(iso: Isolated, result: TaskResult) -> None:
     """``isolation="none"``: the worker's change lands in the user's tree now (all or nothing)."""
-    from .. import worktree
-
     applied = worktree.apply(iso)
     if applied.ok:
         result.notes.append(f"Applied to your tree: {len(applied.applied)} path(s) (Kimi ran on a worker).")
@@ -229,6 +223,9 @@ class _Dispatch:
         self.scope, self.watch, self.resume = scope, watch, resume
         self.job_id: str = request["job_id"]
         self.asked: str | None = None  # the question last seen in Redis (JSON)
+        tokens = request.get("tokens") or {}
+        #: the (tokens spent elsewhere, daily used) the worker knows of
+        self.told = (int(tokens.get("spent") or 0), int(tokens.get("daily_used") or 0))
 
     async def run(self) -> dict[str, Any]:
         async with broker.open_docket(self.url) as shared:
@@ -380,7 +377,11 @@ class _Dispatch:
         """The worker's question into this job's inbox (its waiters ask the client); the client's answer and
         messages (kimi_steer, a queued kimi_continue) out to the worker."""
         inbox = self.scope.inbox
-        raw = await _decoded(redis.get(broker.asked_key(self.job_id)))
+        raw, spent = (
+            None if value is None else value.decode()
+            for value in await redis.mget(broker.asked_key(self.job_id), broker.tokens_key(self.job_id))
+        )
+        sent = self._tokens(int(spent or 0))
         if raw != self.asked:
             self.asked = raw
             if raw is not None:
@@ -388,7 +389,6 @@ class _Dispatch:
                 inbox.ask(question, kind)
             elif inbox.asked is not None:
                 inbox.withdraw()
-        sent = []
         if (answer := inbox.take_answer()) is not None:
             sent.append({"kind": "answer", "payload": broker.answer_payload(answer)})
         while (message := inbox.next_message(("steer", "interrupt", "queue"))) is not None:
@@ -399,6 +399,19 @@ class _Dispatch:
             await redis.rpush(broker.control_key(self.job_id), *(json.dumps(item) for item in sent))
             await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)
             await redis.publish(broker.poke_channel(self.job_id), "control")
+
+    def _tokens(self, spent: int) -> list[dict[str, Any]]:
+        """The worker's tokens into this job's meter (shared with its other attempts, and read by the daily
+        budget of every job in the store); what the worker must know to stop within one step as a local run
+        would: the tokens its meter spent elsewhere (other attempts, earlier turns) and the day's use by
+        other jobs, sent when they changed."""
+        meter = self.scope.tokens
+        meter.record(self.scope, 0, spent)
+        told = (meter.spent - meter.spent_by(self.scope), meter.daily_used)
+        if told == self.told:
+            return []
+        self.told = told
+        return [{"kind": "tokens", "payload": {"elsewhere": told[0], "daily_used": told[1]}}]
 
 
 class _Watch:

@@ -1,13 +1,13 @@
 """The job broker (``KIMI_MCP_BROKER``): Docket on Redis between kimi-mcp servers and workers.
 
 One shared docket (``DOCKET``) carries new jobs to whichever worker is free; each worker also has a docket of
-its own (:func:`worker_docket`) for the follow-ups of the conversations it holds. One task, registered by
-name (``TASK``): :func:`kimi_mcp.remote.run_job`, with one plain dict argument. Besides Docket's own keys, a
-few of kimi-mcp's under ``kimi-mcp:``: the bundles and conversations in flight (``blob:``), a job's cancel
-flag (``cancel:``), attempts (``attempts:``), question (``asked:``), answers and messages (``control:``), the
-channel that tells its worker to look (``poke:``) and the docket it went to (``route:``); which worker holds a
-conversation (``session:``), the commits a worker holds per origin (``have:``) and the workers'
-announcements (``workers``).
+its own (:func:`worker_docket`) for the follow-ups of the conversations it holds. One task, registered by name
+(``TASK``): :func:`.worker_job.run_job`, with one plain dict argument (the worker registers it; a server only
+names it). Besides Docket's own keys, a few of kimi-mcp's under ``kimi-mcp:``: the bundles and conversations
+in flight (``blob:``), a job's cancel flag (``cancel:``), attempts (``attempts:``), question (``asked:``),
+tokens spent (``tokens:``), answers and messages (``control:``), the channel that tells its worker to look
+(``poke:``) and the docket it went to (``route:``); which worker holds a conversation (``session:``), the
+commits a worker holds per origin (``have:``) and the workers' announcements (``workers``).
 
 Docket pickles its messages: whoever can write to this Redis can run code on every worker and on the server
 (``config.broker_problem`` refuses a broker off loopback without a password).
@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import BrokerError
+from ..errors import BrokerError
+from ..question import Option, Question
 
 if TYPE_CHECKING:
     from docket import Docket
@@ -79,8 +81,6 @@ def asked_json(asked: Any) -> str | None:
 
 def asked_question(raw: str | bytes) -> tuple[Any, str]:
     """(the ``Question``, its kind) from :func:`asked_json`'s text."""
-    from .question import Option, Question
-
     data = json.loads(raw)
     q = data["question"]
     options = tuple(Option(o["label"], o.get("description", "")) for o in q.get("options", []))
@@ -95,10 +95,25 @@ def asked_question(raw: str | bytes) -> tuple[Any, str]:
 
 
 def answer_payload(choice: Any) -> dict[str, Any]:
-    """An inbox's answer (a ``Choice`` or ``DECLINED``) as ``jobs.deliver_to`` takes it."""
+    """An inbox's answer (a ``Choice`` or ``DECLINED``) as ``scope.Inbox.deliver`` takes it."""
     if isinstance(choice, str):
         return {"declined": True}
     return {"picks": list(choice.picks), "text": choice.text}
+
+
+def tokens_key(job_id: str) -> str:
+    """The tokens a job on a worker has spent so far (its worker sets it as they grow; the server reads it)."""
+    return f"{PREFIX}tokens:{job_id}"
+
+
+def allowance(meter: Any) -> dict[str, Any]:
+    """A job's token limits as a worker gets them with the request (``scope.TokenMeter``): its ``max_tokens``,
+    the daily budget and what the last 24 hours spent without this job, and what the job's meter spent before
+    this run (its other attempts and turns)."""
+    return {
+        "max_tokens": meter.max_tokens, "daily": meter.daily, "daily_used": meter.daily_used,
+        "spent": meter.spent,
+    }  # fmt: skip
 
 
 def route_key(job_id: str) -> str:
@@ -170,15 +185,20 @@ def checked_url(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
-def open_docket(url: str, name: str = DOCKET) -> Docket:
-    """A Docket on the broker with kimi-mcp's task registered (enter it with ``async with``)."""
-    from docket import Docket
-
-    from .remote import run_job
+def open_docket(url: str, name: str = DOCKET, task: Callable[..., Any] | None = None) -> Docket:
+    """A Docket on the broker (enter it with ``async with``) with kimi-mcp's task registered under ``TASK``:
+    the worker gives its :func:`.worker_job.run_job`; a server, which only queues and follows jobs by that
+    name, registers :func:`_runs_on_a_worker` in its place."""
+    from docket import Docket  # Docket (and redis) load only with a broker
 
     docket = Docket(name=name, url=checked_url(url), execution_ttl=_execution_ttl())
-    docket.register(run_job, names=[TASK])
+    docket.register(task or _runs_on_a_worker, names=[TASK])
     return docket
+
+
+async def _runs_on_a_worker(request: dict[str, Any]) -> dict[str, Any]:
+    """The server's stand-in for the worker's task: Docket wants a function behind the name it queues."""
+    raise BrokerError("a kimi-mcp job runs on a worker (kimi-mcp worker), never in the server")
 
 
 def _execution_ttl() -> Any:

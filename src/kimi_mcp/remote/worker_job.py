@@ -22,16 +22,19 @@ from typing import Any
 
 from docket import Progress
 
+from .._logging import get_logger
+from ..drivers import driver_class
+from ..errors import KimiMCPError, SessionError
+from ..executors import Runtime
+from ..executors._local import run_turn
+from ..job_spec import JobSpec
+from ..models import ErrorInfo, TaskResult, VerifyOutcome
+from ..scope import Scope, TokenMeter
+from ..task import RunWatch
+from ..worktree import Isolated, bundles, run_verify
 from . import broker
-from ._logging import get_logger
-from .errors import KimiMCPError, SessionError
-from .executors import Runtime
-from .executors._local import run_turn
-from .jobs import deliver_to
-from .models import ErrorInfo, TaskResult, VerifyOutcome
-from .reclaim import InUse, record_use
-from .scope import Scope, TokenMeter
-from .task import RunWatch
+from .sessions import pack, place
+from .worker_reclaim import InUse, record_use
 
 log = get_logger("worker")
 
@@ -56,7 +59,11 @@ class WorkerContext:
         return len(self.in_use)
 
 
+#: this process's worker (set by ``worker_service.serve``): a Docket task takes plain arguments only, so the
+#: task finds the runtime it runs jobs with here
 CURRENT: WorkerContext | None = None
+
+ELSEWHERE = object()  # the owner of a job's tokens spent outside this run, in its meter (see ``_meter``)
 
 
 async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> dict[str, Any]:  # noqa: B008
@@ -68,7 +75,7 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
     loop = asyncio.get_running_loop()
     spec = request["spec"]
     scope = Scope(
-        deadline=float("inf"), tokens=TokenMeter(spec.get("max_tokens")), approvals=spec.get("approvals", "policy"),
+        deadline=float("inf"), tokens=_meter(request), approvals=spec.get("approvals", "policy"),
         questions=request.get("questions", "ask"), question_timeout=request.get("question_timeout", 600.0),
     )  # fmt: skip
     scope.sink = lambda message: asyncio.run_coroutine_threadsafe(progress.set_message(message), loop)
@@ -89,7 +96,9 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         try:
             await _relay(redis, job_id, scope, work, progress)
         finally:
-            await redis.delete(broker.asked_key(job_id), broker.control_key(job_id))
+            await redis.delete(
+                broker.asked_key(job_id), broker.control_key(job_id), broker.tokens_key(job_id)
+            )
         answer = work.result()
         if answer.get("have"):  # what this worker holds now: later bundles leave it out
             key = broker.have_key(request["origin"], worker.name)
@@ -110,11 +119,21 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
     return answer
 
 
+def _meter(request: dict[str, Any]) -> TokenMeter:
+    """The job's token limits as the server sent them (``broker.allowance``): its ``max_tokens`` over all its
+    attempts and turns, and the daily budget; the server tells of the tokens spent elsewhere as they grow."""
+    tokens = request.get("tokens") or {"max_tokens": request["spec"].get("max_tokens")}
+    meter = TokenMeter(tokens.get("max_tokens"), tokens.get("daily"), int(tokens.get("daily_used") or 0))
+    meter.record(ELSEWHERE, 0, int(tokens.get("spent") or 0))
+    return meter
+
+
 async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, progress: Progress) -> None:
     """While the job runs: its question out (and a progress message, which the server hears at once), its
     cancel flag, answers and messages in: looked for once a second, and at once when the server pokes the
     job's channel (it sent something)."""
     published: str | None = None
+    reported = 0  # the tokens last set in Redis
     pokes = await _subscribe(redis, broker.poke_channel(job_id))
     try:
         look = 0.0
@@ -128,19 +147,32 @@ async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, pr
                     await redis.set(broker.asked_key(job_id), asked, ex=broker.BLOB_TTL_S)
                     assert scope.inbox.asked is not None
                     await progress.set_message(f"Kimi asks: {scope.inbox.asked.question.text}")
+            if (spent := scope.tokens_spent) != reported:
+                reported = spent
+                await redis.set(broker.tokens_key(job_id), spent, ex=broker.BLOB_TTL_S)
             if time.monotonic() >= look:
                 look = time.monotonic() + CONTROL_LOOK_S
                 if await redis.exists(broker.cancel_key(job_id)):
                     scope.cancel.set()
                 while (item := await redis.lpop(broker.control_key(job_id))) is not None:
                     entry = json.loads(item)
-                    deliver_to(scope.inbox, entry["kind"], entry["payload"])
+                    if entry["kind"] == "tokens":
+                        _told(scope.tokens, entry["payload"])
+                    else:
+                        scope.inbox.deliver(entry["kind"], entry["payload"])
             if await _poked(pokes, work):
                 look = 0.0
     finally:
         if pokes is not None:
             with contextlib.suppress(Exception):
                 await pokes.aclose()
+
+
+def _told(meter: TokenMeter, payload: dict[str, Any]) -> None:
+    """The server's word on the tokens spent beside this run: the job's other attempts and turns, and the
+    day's other jobs; the run's next step is held to them (``TokenMeter.over``)."""
+    meter.record(ELSEWHERE, 0, int(payload.get("elsewhere") or 0))
+    meter.daily_used = int(payload.get("daily_used") or 0)
 
 
 async def _subscribe(redis: Any, channel: str) -> Any:
@@ -186,8 +218,6 @@ def _run(
 ) -> dict[str, Any]:
     """In a thread: check the tree out, run the spec, pack the turn; every failure is the job's result;
     ``held``: the conversation's Kimi files, when it moves here from a worker that is gone."""
-    from .jobs import JobSpec
-    from .worktree import bundles, run_verify
 
     runtime = worker.runtime
     spec = JobSpec.from_dict(request["spec"])
@@ -230,7 +260,6 @@ def _run(
 def _isolated(worker: WorkerContext, request: dict[str, Any]) -> Any:
     """The job's copy on this worker: ``<state>/checkouts/<copy>/tree`` (a work tree of its origin's
     repository)."""
-    from .worktree._model import Isolated
 
     root = worker.runtime.state_dir / "checkouts" / request["copy"]
     return Isolated(
@@ -246,7 +275,6 @@ def _isolated(worker: WorkerContext, request: dict[str, Any]) -> Any:
 def _check_out(worker: WorkerContext, request: dict[str, Any], blob: bytes | None, iso: Any) -> dict | None:
     """Check the copy out from the request's bundle (or find it here, for a follow-up); None when done,
     else the answer that asks the server for more: the whole history, or the copy itself."""
-    from .worktree import bundles
 
     origin = worker.runtime.state_dir / "origins" / f"{request['origin']}.git"
     if blob is None:
@@ -274,8 +302,6 @@ def _take_conversation(
     worker: WorkerContext, held: bytes, workspace: Path, request: dict[str, Any], scope: Scope
 ) -> None:
     """Put a conversation that moves here into this worker's Kimi home, for the copy's new place."""
-    from .drivers import driver_class
-    from .drivers._sessions import place
 
     if worker.dialect is None:
         raise SessionError(f"the worker {worker.name} has no Kimi to resume the conversation with")
@@ -289,8 +315,6 @@ def _take_conversation(
 def _conversation(result: TaskResult, env: dict[str, str], workspace: Path) -> bytes | None:
     """Kimi's files of the job's conversation (they travel with each result, so another worker can continue
     it when this one is gone)."""
-    from .drivers import driver_class
-    from .drivers._sessions import pack
 
     if not result.session_id or not result.dialect:
         return None

@@ -8,8 +8,9 @@ import importlib
 import os
 import sys
 
-from . import __version__
-from .instructions import INSTRUCTIONS
+from .. import __version__
+from .._connect import FastConnect  # the standard library only: answers the handshake before the SDK loads
+from ..instructions import INSTRUCTIONS
 
 #: the subcommands besides serving (the default): name → (module, help); each module has
 #: ``add_arguments(parser)`` and ``run(args) -> int``, imported only when its command runs
@@ -20,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "(older than KIMI_MCP_JOB_TTL_DAYS, --older-than DAYS, or --all), and print what that freed",
     ),
     "jobs": (
-        "jobs_cli",
+        "jobs",
         "list the recent jobs of every kimi-mcp server sharing the job store: status, tool, workspace, "
         "tokens, age, and what a waiting job asks or else its summary (--json for a JSON list)",
     ),
@@ -69,28 +70,21 @@ def main(argv: list[str] | None = None) -> None:
     if args.check:
         raise SystemExit(check())
     if not args.http:
-        from ._connect import FastConnect
-
         FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
-    from .server import serve  # FastMCP and the rest load only to serve
+    from ..server import serve  # FastMCP and the rest load only to serve
 
     serve(args)
 
 
 def check() -> int:
     """``--check``: 0 when kimi-mcp can run Kimi as configured, else 1 (each problem printed)."""
-    from .config import configured, load_env_file, read_environment
-    from .status import check_lines, status_report
+    from .. import config, status  # loaded only to check: --help and --version answer at once
 
-    load_env_file()
-    settings, problem = configured()
-    report = status_report(settings, problem, env=read_environment())
+    config.load_env_file()
+    settings, problem = config.configured()
+    report = status.status_report(settings, problem, env=config.read_environment())
     try:
-        print("\n".join(check_lines(report)), flush=True)
+        print("\n".join(status.check_lines(report)), flush=True)
     except BrokenPipeError:  # `kimi-mcp --check | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0 if report.success else 1
-
-
-if __name__ == "__main__":
-    main()

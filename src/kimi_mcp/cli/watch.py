@@ -22,8 +22,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from .jobs import fail, human_age, open_store, printable, store_path
+
 if TYPE_CHECKING:
-    from .jobs import JobRecord, JobStore
+    from ..jobs import JobRecord, JobStore
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, erase the screen
 
@@ -68,8 +70,6 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, out: TextIO, tty: bool) -> int:
     import sqlite3
 
-    from .jobs_cli import fail, open_store, store_path
-
     path, _env = store_path()
     if not path.exists():
         return fail("watch", f"no job {args.job_id}: there is no job store at {path} yet", 2)
@@ -95,8 +95,7 @@ def _quietly(out: TextIO, text: str) -> None:
 
 def watch(store: JobStore, job_id: str, interval: float, out: TextIO, *, tty: bool) -> int:
     """Draw the job's screen on ``out`` whenever it changed, until the job ends; then its end."""
-    from .jobs import FINISHED, owner_alive
-    from .jobs_cli import fail
+    from ..jobs import FINISHED, owner_alive  # loaded only when the command runs: its --help answers at once
 
     record = store.get(job_id)
     if record is None:
@@ -142,7 +141,6 @@ def frame(
     job_id: str, status: str, started_at: float, screen: str | None, question: str, *, tty: bool
 ) -> str:
     """One drawing: (on a terminal, the clearing), the header line, a waiting job's question, the screen."""
-    from .jobs_cli import printable
 
     lines = [f"── {job_id}  {status}  {elapsed(time.time() - started_at)} ──"]
     if question:
@@ -157,7 +155,6 @@ def frame(
 
 def ending(record: JobRecord, *, already: bool = False) -> str:
     """How the job ended: its status, when, its summary."""
-    from .jobs_cli import human_age, printable
 
     took = elapsed(record.duration_s or 0.0)
     if already:

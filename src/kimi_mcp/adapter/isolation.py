@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from .. import worktree
 from .._logging import CLIENT, get_logger
 from ..config import Settings
 from ..errors import BadInput
@@ -59,8 +60,6 @@ def isolation_for(
 def check_repository(workspace: Path, state: Path) -> None:
     """Refuse a worktree job whose workspace is not in a git work tree (before any job starts); ``state``:
     kimi-mcp's state directory."""
-    from .. import worktree
-
     worktree.repo_top(workspace, state)
 
 
@@ -98,8 +97,6 @@ def prune_copies(jobs: JobManager, state: Path) -> list[str]:
     store (never recorded, or pruned after ``KIMI_MCP_JOB_TTL_DAYS``), or whose conversation's last turn was
     interrupted (its server died mid-turn: the copy is half-changed). Copies of finished jobs stay for
     kimi_apply; copies another live server is working in stay too. ``state``: kimi-mcp's state directory."""
-    from .. import worktree
-
     if not (state / worktree.WORKTREES_DIR).is_dir():
         return []
     store = jobs.store  # opening it records dead servers' jobs as interrupted and prunes old ones

@@ -22,7 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._logging import get_logger
+from .._logging import get_logger
+from ..drivers import session_dirs, session_roots
+from ..worktree import bundles
 
 log = get_logger("worker")
 
@@ -90,8 +92,6 @@ def reclaim(
         done.copies.append(root.name)
     for origin in _folders(state / "origins"):
         if origin.suffix == ".git" and (origin / "HEAD").is_file() and _fetched_before(origin, now - keep_s):
-            from .worktree import bundles
-
             with bundles.origin_lock(origin):
                 bundles.prune_worktrees(origin)  # a copy that went without its record leaves an entry
                 trees = origin / "worktrees"
@@ -106,9 +106,6 @@ def reclaim(
 def _forget_copy(
     state: Path, root: Path, env: dict[str, str], close_live: Callable[[str], None]
 ) -> list[Path]:
-    from . import prune
-    from .worktree import bundles
-
     record = _record(root)
     if record.get("session_id"):
         close_live(record["session_id"])  # its Kimi works in the tree that goes
@@ -118,11 +115,7 @@ def _forget_copy(
             bundles.remove_checkout(origin, root / "tree")
             bundles.forget_copy_refs(origin, root.name)
     shutil.rmtree(root, ignore_errors=True)
-    sessions = (
-        prune.session_dirs(prune.session_roots(env), {record["session_id"]})
-        if record.get("session_id")
-        else []
-    )
+    sessions = session_dirs(session_roots(env), {record["session_id"]}) if record.get("session_id") else []
     for folder in sessions:
         shutil.rmtree(folder, ignore_errors=True)
     return sessions

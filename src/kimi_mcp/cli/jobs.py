@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .jobs import JobRecord, JobStore
+    from ..jobs import JobRecord, JobStore
 
 #: the job statuses (``jobs._store.STATUSES``, spelt out so ``--help`` imports nothing)
 STATUSES = ("done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted")
@@ -92,18 +92,17 @@ def _filters(args: argparse.Namespace) -> str:
 
 def store_path() -> tuple[Path, dict[str, str]]:
     """Where the job store is (as a server started here would find it), and the environment read."""
-    from .config import configured, load_env_file, read_environment, state_dir
-    from .jobs import STORE_FILE
+    from .. import config, jobs  # loaded only when the command runs: its --help answers at once
 
-    load_env_file()
-    env = read_environment()
-    settings, _problem = configured(env)  # a bad setting elsewhere does not hide the jobs
-    return state_dir(settings, env) / STORE_FILE, env
+    config.load_env_file()
+    env = config.read_environment()
+    settings, _problem = config.configured(env)  # a bad setting elsewhere does not hide the jobs
+    return config.state_dir(settings, env) / jobs.STORE_FILE, env
 
 
 def open_store(path: Path) -> JobStore:
     """The existing store at ``path``, opened as a server opens it (sqlite3.Error or OSError if it cannot)."""
-    from .jobs import JobStore
+    from ..jobs import JobStore  # loaded only when the command runs: its --help answers at once
 
     return JobStore(path)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..task import TaskRequest
+from .task import TaskRequest
 
 IsolationMode = Literal["none", "worktree"]
 ApprovalsMode = Literal["policy", "ask"]

@@ -1,11 +1,10 @@
-"""``kimi-mcp worker``: run kimi-mcp servers' jobs on this machine, taken from the broker (Docket on Redis).
-
-The worker takes jobs from the shared queue and from a queue of its own (the follow-ups of the
-conversations it holds), runs each with this machine's Kimi (installed and logged in, or
-``MOONSHOT_API_KEY``) through its own runner, and announces itself every few seconds (name, host, dialect,
-Kimi version, models, free slots) for ``kimi_status``. A lost broker is waited for and taken up again.
-Ctrl-C or SIGTERM: it stops taking jobs and leaves no Kimi behind; a job it was running is run again by
-another worker once its lease runs out, as for a worker that died.
+"""The worker's service (``kimi-mcp worker``, whose options ``cli.worker`` reads): it takes jobs from the
+shared queue and from a queue of its own (the follow-ups of the conversations it holds), runs each with this
+machine's Kimi through its own runner (:mod:`.worker_job`), announces itself every few seconds (name, host,
+dialect, Kimi version, models, free slots) for ``kimi_status``, and lets unused copies go
+(:mod:`.worker_reclaim`). A lost broker is waited for and taken up again. On SIGINT or SIGTERM it stops
+taking jobs and leaves no Kimi behind; a job it was running is run again by another worker once its lease
+runs out, as for a worker that died.
 """
 
 from __future__ import annotations
@@ -17,46 +16,28 @@ import os
 import signal
 import socket
 import sys
+from datetime import timedelta
 from typing import Any
+
+from docket import Worker
+
+from .. import config
+from .._logging import setup_logging
+from ..config import state_dir
+from ..executors import Runtime
+from ..lazy_runner import LazyRunner
+from ..secrets import configured_secrets
+from ..status import status_report
+from . import broker, worker_job, worker_reclaim
 
 RECONNECT_S = 3.0  # seconds between tries to reach a lost broker
 RECLAIM_EVERY_S = 300.0  # seconds between looks for copies to let go (at most)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``kimi-mcp worker``."""
-    parser.add_argument("--broker", metavar="URL", help="the broker's Redis URL (default: KIMI_MCP_BROKER)")
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=None,
-        metavar="N",
-        help="jobs at once (default: KIMI_MCP_MAX_CONCURRENT)",
-    )
-    parser.add_argument("--name", help="this worker's name (default: the host name and the process id)")
-    parser.add_argument(
-        "--redelivery-timeout",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
-        help="a job whose worker went silent this long (killed, cut off) is run again by another worker; a "
-        "running job's lease is renewed meanwhile (default 300)",
-    )
-    parser.add_argument(
-        "--keep-copies",
-        type=float,
-        default=86_400.0,
-        metavar="SECONDS",
-        help="a copy no job used this long goes from this machine, with Kimi's files of its conversation (the "
-        "server keeps both: a later follow-up brings them back); default 86400 (a day)",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Serve jobs until stopped: 0, or 2 when the configuration is unusable (said on stderr)."""
-    from . import config
-    from ._logging import setup_logging
-    from .secrets import configured_secrets
+def start(args: argparse.Namespace) -> int:
+    """``kimi-mcp worker`` with its options (``cli.worker``): serve jobs until stopped; 0, or 2 when the
+    configuration is unusable (said on stderr)."""
+    from ..remote.worker_service import serve  # the worker side loads only when the command runs
 
     config.load_env_file()
     env = config.read_environment()
@@ -80,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level, settings.log_file, [*configured_secrets(env), url])
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(url, name, concurrency, settings, env, args))
+        asyncio.run(serve(url, name, concurrency, settings, env, args))
     return 0
 
 
@@ -89,16 +70,9 @@ def _refuse(message: str) -> int:
     return 2
 
 
-async def _serve(
+async def serve(
     url: str, name: str, concurrency: int, settings: Any, env: dict[str, str], args: argparse.Namespace
 ) -> None:
-    from datetime import timedelta
-
-    from . import broker, remote
-    from .config import state_dir
-    from .executors import Runtime
-    from .lazy_runner import LazyRunner
-
     lease = timedelta(seconds=args.redelivery_timeout)
     runner = LazyRunner()
     runtime = Runtime(settings, dict(env), state_dir(settings, env), runner)
@@ -107,8 +81,8 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    context = remote.WorkerContext(name=name, runtime=runtime, url=url, dialect=facts["dialect"])
-    remote.CURRENT = context
+    context = worker_job.WorkerContext(name=name, runtime=runtime, url=url, dialect=facts["dialect"])
+    worker_job.CURRENT = context
     tasks = [
         asyncio.create_task(_consume(url, broker.DOCKET, name, concurrency, lease, context)),
         asyncio.create_task(_consume(url, broker.worker_docket(name), name, concurrency, lease, context)),
@@ -125,7 +99,7 @@ async def _serve(
         with contextlib.suppress(Exception):
             async with broker.redis_client(url) as redis:
                 await broker.withdraw(redis, name)
-        remote.CURRENT = None
+        worker_job.CURRENT = None
         with contextlib.suppress(Exception):
             runner.shutdown()
 
@@ -134,15 +108,11 @@ async def _consume(url: str, docket_name: str, name: str, concurrency: int, leas
     """Take jobs from one docket until cancelled. A lost broker is waited for; once it is back (the heartbeat
     says so: ``context.generation``), the docket is opened anew as soon as no job runs here, since Docket's
     pooled connections from before an outage fail the first command that uses them (its result store's)."""
-    from docket import Worker
-
-    from . import broker
-
     while True:
         generation = context.generation
         try:
             async with (
-                broker.open_docket(url, docket_name) as docket,
+                broker.open_docket(url, docket_name, worker_job.run_job) as docket,
                 Worker(docket, name=name, concurrency=concurrency, redelivery_timeout=lease) as worker,
             ):
                 running = asyncio.create_task(worker.run_forever())
@@ -170,8 +140,6 @@ async def _consume(url: str, docket_name: str, name: str, concurrency: int, leas
 async def _heartbeat(url: str, name: str, facts: dict[str, Any], context: Any, concurrency: int) -> None:
     """Announce this worker every few seconds; an outage of the broker and its end bump
     ``context.generation`` (the consumers then open their dockets anew)."""
-    from . import broker
-
     lost = False
     while True:
         try:
@@ -193,13 +161,11 @@ async def _heartbeat(url: str, name: str, facts: dict[str, Any], context: Any, c
 async def _reclaim(url: str, context: Any, keep_s: float) -> None:
     """Now and then, let go of the copies no job used for ``keep_s`` seconds (see ``reclaim``); an origin
     that goes is no longer announced as held, so the next bundle for it is whole."""
-    from . import broker, reclaim
-
     runtime = context.runtime
     while True:
         try:
             done = await asyncio.to_thread(
-                reclaim.reclaim,
+                worker_reclaim.reclaim,
                 runtime.state_dir,
                 runtime.env,
                 keep_s,
@@ -222,8 +188,6 @@ async def _reclaim(url: str, context: Any, keep_s: float) -> None:
 
 def _facts(settings: Any, env: dict[str, str], concurrency: int) -> dict[str, Any]:
     """What this worker can run: its host, Kimi's dialect and version, the models, its slots."""
-    from .status import status_report
-
     report = status_report(settings, env=env)
     return {
         "host": socket.gethostname(),

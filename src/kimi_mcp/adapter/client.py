@@ -21,7 +21,7 @@ from ..jobs import Job
 from ..models import ErrorInfo, TaskResult
 from ..secrets import Redactor
 from ..workspace import roots_to_paths
-from ._budget import fit_to_budget, result_json
+from .budget import fit_to_budget, result_json
 
 log = get_logger("tools")
 

@@ -22,22 +22,27 @@ from fastmcp.tools.base import ToolResult
 from .._logging import get_logger
 from ..config import Settings, state_dir
 from ..errors import BadInput, BudgetError, KimiMCPError
-from ..executors import Executor, Local, Remote, RunTask, Runtime
-from ..jobs import DAY_S, STORE_FILE, Job, JobManager, JobSpec
+from ..executors import Executor, Local, RunTask, Runtime
+from ..finish import result_class
+from ..jobs import DAY_S, STORE_FILE, Job, JobManager, JobRecord, JobSpec, record_result
+from ..jobs.prune import forget_sessions
 from ..lazy_runner import LazyRunner
 from ..models import GOING, TaskResult
+from ..remote import Remote
 from ..scope import Scope, TokenMeter
 from ..secrets import Redactor, configured_secrets
 from ..workspace import ContextFile, read_context_files, resolve_workspace
-from . import _questions as questions
-from . import _tasks as tasks
-from ._isolation import Isolation, check_repository, ranked, summary
-from ._mcp import client_roots, error_result, to_tool_result, wait_for_job
-from ._params import Reply
+from . import questions
+from .client import client_roots, error_result, to_tool_result, wait_for_job
+from .isolation import Isolation, check_repository, ranked, summary
+from .submitted import SUBMITTED
 
 log = get_logger("tools")
 
 NOT_ISOLATED = Isolation()
+
+Reply = ToolResult | mcp_types.InputRequiredResult
+"""What a tool returns: its result, or (modern protocol) a request for the client's roots first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +66,6 @@ class Backend:
     def __post_init__(self) -> None:
         state = state_dir(self.settings, self.env)
         object.__setattr__(self, "state_dir", state)
-        from ..prune import forget_sessions
-
         jobs = JobManager(
             state / STORE_FILE,
             self.settings.job_ttl_days,
@@ -96,6 +99,14 @@ def bind(mcp: FastMCP, backend: Backend) -> None:
 def current_backend(server: FastMCP = CurrentFastMCP()) -> Backend:  # noqa: B008 - FastMCP dependency
     """The dependency each tool declares (``Depends(current_backend)``; hidden from the tool's schema)."""
     return _backends[server]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A call whose jobs were submitted while it runs as an MCP task (see :data:`.submitted.SUBMITTED`)."""
+
+    call: Call
+    jobs: list[Job]
 
 
 class Call:
@@ -214,7 +225,8 @@ class Call:
     async def reply(self, jobs: list[Job], wait_s: float | None) -> ToolResult:
         """Answer for the submitted ``jobs``: when the call runs as an MCP task, at once (the tasks extension
         replies with the task); else after waiting for them (:meth:`wait`, :meth:`wait_all`)."""
-        if tasks.started(self, jobs):
+        if (submitted := await self.ctx.get_state(SUBMITTED)) is not None:
+            submitted.append(Submitted(self, jobs))
             return ToolResult(content=[])  # never sent: the tasks extension answers with the task
         if len(jobs) == 1:
             return await self.wait(jobs[0], wait_s)
@@ -320,6 +332,11 @@ async def run_tool(
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.reply(jobs, wait_s)
+
+
+def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:
+    """A job as its tool would reply, from the store: the whole result once finished, else its progress."""
+    return to_tool_result(record_result(record, result_class(record.tool)), backend.settings)
 
 
 def combined(results: list[TaskResult]) -> TaskResult:

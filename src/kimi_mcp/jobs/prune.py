@@ -1,104 +1,33 @@
-"""``kimi-mcp prune``: remove finished jobs with what they left behind, and print what that freed.
+"""Pruning finished jobs: which go (``choose``), what only they used (``leftovers``), and removing them
+with their isolated copies and Kimi sessions (``prune``); the command is ``kimi-mcp prune``
+(``cli.prune``), and a server prunes at start (``forget_sessions``).
 
-A job leaves three things: its row in the job store, its isolated copy (``isolation="worktree"``: a copy
-under ``<state>/worktrees/<id>/``, named after the job that made it and shared by the later turns of its
-conversation) and the Kimi session it ran in (a directory in Kimi's own session store: legacy kimi-cli
-``~/.kimi/sessions/<md5 of the workspace>/<session id>/``, Kimi Code
-``~/.kimi-code/sessions/<workspace key>/<session id>/``, their homes moved by ``KIMI_SHARE_DIR`` and
-``KIMI_CODE_HOME`` as the drivers read them). Which jobs go: the finished ones (``done``, ``failed``,
-``cancelled``, ``interrupted``; a running job whose server died counts as interrupted now) that ended more
-than ``--older-than`` days ago (default ``KIMI_MCP_JOB_TTL_DAYS``), or all of them (``--all``). A job
-running in a live server never goes, nor one that ended less than ``KIMI_MCP_SESSION_IDLE`` seconds ago in
-a live server (its Kimi may still be alive for a follow-up).
-
-The rows go first, in one transaction that also reads every job left, so a follow-up recorded meanwhile
-keeps what it uses. A session goes only if no job left names it; a copy only if no job left names it (its
-result, or it made it) and no job left belongs to the conversation of a job that named it. Only
-directories inside the stores go: a session is a real directory two levels below its store (a store may be
-a symlink, nothing below it is followed), and nothing else there is touched.
-
-Imported to build ``--help``: nothing heavy at module level; ``run`` imports what it needs.
+Which jobs go: the finished ones (``done``, ``failed``, ``cancelled``, ``interrupted``; a running job whose
+server died counts as interrupted now) that ended before the cutoff, or all of them. A job running in a live
+server never goes, nor one that ended less than ``KIMI_MCP_SESSION_IDLE`` seconds ago in a live server (its
+Kimi may still be alive for a follow-up). The rows go first, in one transaction that also reads every job
+left, so a follow-up recorded meanwhile keeps what it uses. A session goes only if no job left names it; a
+copy only if no job left names it (its result, or it made it) and no job left belongs to the conversation of
+a job that named it. Only directories inside the stores go (see ``drivers.session_dirs``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .config import Settings
-    from .jobs import JobRef, JobStore
+from .. import worktree
+from ..config import Settings, state_dir
+from ..drivers import session_dirs, session_roots
+from ..drivers._stores import subdirs
+from ..errors import KimiMCPError
+from ._store import FINISHED, JobRef, JobStore, owner_alive
 
 DAY_S = 86_400.0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``kimi-mcp prune``."""
-    when = parser.add_mutually_exclusive_group()
-    when.add_argument(
-        "--older-than",
-        type=_days,
-        metavar="DAYS",
-        help="finished jobs that ended more than DAYS days ago (default: KIMI_MCP_JOB_TTL_DAYS, 7)",
-    )
-    when.add_argument("--all", action="store_true", help="every finished job, whatever its age")
-    parser.add_argument("--dry-run", action="store_true", help="list what would be removed; remove nothing")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="list every job, copy and session removed"
-    )
-
-
-def _days(text: str) -> float:
-    try:
-        days = float(text)
-    except ValueError:
-        days = -1.0
-    if not days >= 0 or days == float("inf"):
-        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}")
-    return days
-
-
-def run(args: argparse.Namespace) -> int:
-    """Prune as ``args`` say; print what was (or would be) freed. 0 on success; 1 (with a one-line error
-    on stderr) when the configuration or the job store cannot be read, or something could not be removed."""
-    import sqlite3
-
-    from .config import ConfigError, load_env_file, load_settings, read_environment, state_dir
-    from .jobs import STORE_FILE, JobStore
-
-    load_env_file()
-    env = read_environment()
-    try:
-        settings = load_settings(env)
-    except ConfigError as exc:
-        return _fail(str(exc))
-    path = state_dir(settings, env) / STORE_FILE
-    if not path.exists():
-        print(f"No job store at {path}: nothing to prune.")
-        return 0
-    try:
-        store = JobStore(path)
-    except (sqlite3.Error, OSError) as exc:
-        return _fail(f"cannot open the job store {path}: {exc}")
-    try:
-        report = prune(store, settings, env, args)
-    except sqlite3.Error as exc:
-        return _fail(f"cannot prune the job store {path}: {exc}")
-    finally:
-        store.close()
-    print("\n".join(report.lines(args.verbose or args.dry_run)))
-    return 1 if report.failures else 0
-
-
-def _fail(message: str) -> int:
-    print(f"kimi-mcp prune: error: {message}", file=sys.stderr)
-    return 1
 
 
 @dataclass
@@ -147,9 +76,6 @@ class Report:
 
 def prune(store: JobStore, settings: Settings, env: dict[str, str], args: argparse.Namespace) -> Report:
     """Remove the jobs ``args`` select, then the copies and sessions only they used."""
-    from .config import state_dir
-    from .jobs import owner_alive
-
     if not args.dry_run:
         store.interrupt_orphans()  # as any server opening the store would
     now = time.time()
@@ -178,7 +104,7 @@ def prune(store: JobStore, settings: Settings, env: dict[str, str], args: argpar
 
 def forget_sessions(env: dict[str, str], deleted: list[JobRef], left: list[JobRef]) -> list[Path]:
     """A server's own pruning at start (``JobManager.on_pruned``): the Kimi sessions only the pruned jobs
-    used go with them (their copies go with ``tools._isolation.prune_copies``); the directories removed."""
+    used go with them (their copies go with ``adapter.isolation.prune_copies``); the directories removed."""
     report = Report(dry=False, age="")
     sessions, _copies = leftovers(deleted, left)
     _remove_sessions(session_roots(env), sessions, report)
@@ -196,8 +122,6 @@ def choose(
     """The ids of the jobs to remove: finished (or unfinished with a dead server: interrupted now) and ended
     at or before ``cutoff`` (None: whenever), except those a live server may still use (counted in
     ``report``). Each owner is checked once."""
-    from .jobs import FINISHED
-
     alive: dict[str, bool] = {}
     chosen: set[str] = set()
     for ref in refs:
@@ -238,42 +162,7 @@ def leftovers(deleted: Iterable[JobRef], left: Iterable[JobRef]) -> tuple[set[st
     return sessions, copies - kept_copies
 
 
-def session_roots(env: dict[str, str]) -> list[Path]:
-    """Kimi's session stores, both dialects, found as their drivers find them in ``env``."""
-    from .drivers.kimi_code import KimiCodeDriver
-    from .drivers.legacy import LegacyDriver
-
-    return [LegacyDriver.sessions_root(env), KimiCodeDriver.sessions_root(env)]
-
-
-def session_dirs(roots: Iterable[Path], session_ids: set[str]) -> list[Path]:
-    """The directories of these sessions: ``<store>/<bucket>/<session id>`` (both dialects' layout, see
-    the drivers' ``wire_glob``), each a real directory (not a symlink) found by listing the store (resolved:
-    the store itself may be a symlink), so nothing outside it is ever named."""
-    found: set[Path] = set()
-    for root in roots:
-        try:
-            store = root.resolve(strict=True)
-        except (OSError, RuntimeError):
-            continue
-        for bucket in _subdirs(store):
-            found.update(entry for entry in _subdirs(bucket) if entry.name in session_ids)
-    return sorted(found)
-
-
-def _subdirs(folder: Path) -> list[Path]:
-    """The directories directly in ``folder`` (symlinks not followed, not listed)."""
-    try:
-        with os.scandir(folder) as entries:
-            return [Path(entry.path) for entry in entries if entry.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-
-
 def _remove_sessions(roots: list[Path], session_ids: set[str], report: Report) -> None:
-    from . import worktree
-    from .errors import KimiMCPError
-
     for folder in session_dirs(roots, session_ids):
         size = worktree.tree_bytes(folder)
         if not report.dry:
@@ -289,10 +178,7 @@ def _remove_sessions(roots: list[Path], session_ids: set[str], report: Report) -
 
 
 def _remove_copies(state: Path, copy_ids: set[str], report: Report) -> None:
-    from . import worktree
-    from .errors import KimiMCPError
-
-    for folder in _subdirs(state / worktree.WORKTREES_DIR):
+    for folder in subdirs(state / worktree.WORKTREES_DIR):
         if folder.name not in copy_ids:
             continue
         size = worktree.tree_bytes(folder)
@@ -308,8 +194,6 @@ def _remove_copies(state: Path, copy_ids: set[str], report: Report) -> None:
 
 
 def _compact(store: JobStore, size_before: int, report: Report) -> None:
-    import sqlite3
-
     try:
         store.compact()
     except sqlite3.OperationalError as exc:
@@ -322,9 +206,7 @@ def _compact(store: JobStore, size_before: int, report: Report) -> None:
 
 def _store_bytes(path: Path) -> int:
     """The job store's file and its write-ahead log, as allocated on disk."""
-    from .worktree import tree_bytes
-
-    return sum(tree_bytes(Path(f"{path}{suffix}")) for suffix in ("", "-wal"))
+    return sum(worktree.tree_bytes(Path(f"{path}{suffix}")) for suffix in ("", "-wal"))
 
 
 def _count(n: int, singular: str, plural: str | None = None) -> str:

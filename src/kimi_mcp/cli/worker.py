@@ -1,0 +1,49 @@
+"""``kimi-mcp worker``: run kimi-mcp servers' jobs on this machine, taken from the broker (Docket on Redis).
+
+The worker takes jobs from the shared queue and from a queue of its own (the follow-ups of the
+conversations it holds), runs each with this machine's Kimi (installed and logged in, or
+``MOONSHOT_API_KEY``) through its own runner, and announces itself every few seconds (name, host, dialect,
+Kimi version, models, free slots) for ``kimi_status``. A lost broker is waited for and taken up again.
+Ctrl-C or SIGTERM: it stops taking jobs and leaves no Kimi behind; a job it was running is run again by
+another worker once its lease runs out, as for a worker that died.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``kimi-mcp worker``."""
+    parser.add_argument("--broker", metavar="URL", help="the broker's Redis URL (default: KIMI_MCP_BROKER)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        metavar="N",
+        help="jobs at once (default: KIMI_MCP_MAX_CONCURRENT)",
+    )
+    parser.add_argument("--name", help="this worker's name (default: the host name and the process id)")
+    parser.add_argument(
+        "--redelivery-timeout",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="a job whose worker went silent this long (killed, cut off) is run again by another worker; a "
+        "running job's lease is renewed meanwhile (default 300)",
+    )
+    parser.add_argument(
+        "--keep-copies",
+        type=float,
+        default=86_400.0,
+        metavar="SECONDS",
+        help="a copy no job used this long goes from this machine, with Kimi's files of its conversation (the "
+        "server keeps both: a later follow-up brings them back); default 86400 (a day)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve jobs until stopped: 0, or 2 when the configuration is unusable (said on stderr)."""
+    from ..remote.worker_service import start  # Docket, redis and the runner load only when the command runs
+
+    return start(args)
