@@ -34,7 +34,7 @@ from ..secrets import Redactor, configured_secrets
 from ..workspace import ContextFile, read_context_files, resolve_workspace
 from . import questions
 from .client import client_roots, error_result, to_tool_result, wait_for_job
-from .isolation import Isolation, check_repository, ranked, summary
+from .isolation import Isolation, check_repository, isolation_for, ranked, summary
 from .submitted import SUBMITTED
 
 log = get_logger("tools")
@@ -275,63 +275,77 @@ def daily_warning(used: int, daily: int) -> str:
 Prompt = Callable[[Call, Path], str]
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """What a Kimi tool call takes besides its own arguments (the tools' shared parameters,
+    ``tools._params.shared``): ``work_dir`` (None: the client's root or the setting), ``wait_s`` (None: the
+    setting), ``model`` (None: the default), ``max_tokens`` (the call's token limit, all its attempts
+    together; None: the setting); a write call's ``approvals`` ("ask" forwards Kimi's approvals to the
+    caller), ``isolation``, ``attempts`` (> 1 runs that many jobs at once, each on its own copy) and
+    ``verify_command``."""
+
+    work_dir: str | None = None
+    wait_s: float | None = None
+    model: str | None = None
+    max_tokens: int | None = None
+    approvals: Literal["policy", "ask"] | None = None
+    isolation: Literal["none", "worktree"] | None = None
+    attempts: int = 1
+    verify_command: str | None = None
+
+
 async def run_tool(
     ctx: Context,
     backend: Backend,
     cls: type[TaskResult],
-    work_dir: str | None,
     prompt: Prompt,
+    options: RunOptions,
     *,
     tool: str,
     arguments: dict[str, Any],
     read_only: bool,
-    wait_s: float | None = None,
-    model: str | None = None,
     check: Callable[[], None] | None = None,
-    isolation: Callable[[], Isolation] | None = None,
-    max_tokens: int | None = None,
-    approvals: Literal["policy", "ask"] | None = None,
 ) -> Reply:
     """The pipeline: ``check()`` validates the arguments before anything else; ``prompt(call, workspace)``
     reads the context and builds Kimi's prompt (a ``KimiMCPError`` there is the caller's error; the files
     whose "after" the tool diffs go in ``call.sent``); ``tool`` names the finishing step that turns the
     run's TaskResult into the tool's own result (:mod:`kimi_mcp.finish`), and with ``arguments`` is what
-    the job's spec and the store record; ``model``: the call's model (None: the
-    default); ``isolation()``: how a write call runs (checked with the arguments), ``attempts`` > 1 runs
-    that many jobs at once, each on its own copy; ``max_tokens``: the call's token limit (all its attempts
-    together; None: the setting); ``approvals``: "ask" forwards Kimi's approvals to the caller."""
+    the job's spec and the store record; ``options``: the call's shared options (a write call's isolation
+    is checked with the arguments; a read-only one runs in place)."""
     call = Call(ctx, backend, cls)
     try:
         backend.check()
         if (resumed := questions.resumed_job(ctx, backend.jobs)) is not None:  # a question's answer
             job, answered = resumed
             call.workspace = Path(job.workspace)
-            return await call.wait(job, wait_s, ask=answered)
+            return await call.wait(job, options.wait_s, ask=answered)
         if check is not None:
             check()
-        how = isolation() if isolation is not None else NOT_ISOLATED
-        if isinstance(ws := await call.workspace_for(work_dir), mcp_types.InputRequiredResult):
+        how = NOT_ISOLATED  # a read-only call runs in place
+        if not read_only:
+            how = isolation_for(backend.settings, options.isolation, options.attempts, options.verify_command)
+        if isinstance(ws := await call.workspace_for(options.work_dir), mcp_types.InputRequiredResult):
             return ws
         if how.isolated:
             await anyio.to_thread.run_sync(check_repository, ws, backend.state_dir)
         text = prompt(call, ws)
-        meter = call.meter(max_tokens)  # one for every attempt
+        meter = call.meter(options.max_tokens)  # one for every attempt
         jobs = [
             call.submit(
                 tool,
                 arguments,
                 text,
                 read_only=read_only,
-                model=model,
+                model=options.model,
                 isolation=how,
                 tokens=meter,
-                approvals=approvals,
+                approvals=options.approvals,
             )  # fmt: skip
             for _ in range(how.attempts)
         ]
     except KimiMCPError as exc:
         return call.fail(exc)
-    return await call.reply(jobs, wait_s)
+    return await call.reply(jobs, options.wait_s)
 
 
 def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:

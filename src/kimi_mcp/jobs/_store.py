@@ -2,18 +2,15 @@
 
 A job outlives the tool call that started it, and may outlive its server: a finished job's whole result is
 kept here, so ``kimi_job`` still returns it after a restart. Two kimi-mcp servers (two Claude Code windows)
-share one store file, so it runs in WAL mode (readers never block the writer, the writer never blocks
-readers) with a busy timeout (two writers wait for each other instead of failing), and
-``synchronous=NORMAL`` (no fsync per commit: a power loss may drop the last jobs' rows, never corrupt
-the file). Each server sees the other's jobs, but only a job's *owner* (:func:`owner_id`, the pid plus the
-process start time, so a reused pid is not mistaken for the old server) runs it; another server asks it to
-stop through ``cancel_requested``, which the owner polls. A job whose owner died is marked ``interrupted``
-by the next server that starts (:meth:`JobStore.interrupt_orphans`), never left ``running`` forever.
+share one store file (its WAL mode, busy timeout and schema versions: ``_database``). Each server sees the
+other's jobs, but only a job's *owner* (:func:`owner_id`, the pid plus the process start time, so a reused
+pid is not mistaken for the old server) runs it; another server asks it to stop through
+``cancel_requested``, which the owner polls. A job whose owner died is marked ``interrupted`` by the next
+server that starts (:meth:`JobStore.interrupt_orphans`), never left ``running`` forever.
 
 The store is never the only copy of anything the user owns: files live in the workspace, the store holds
 results and each job's spec, what it runs as data (arguments and spec arrive with secrets already masked).
-One connection per store object, shared by the server's threads behind a lock; JSON is stored as text. The
-result is the last column, so listing jobs never reads its overflow pages.
+JSON is stored as text. The result is the last column, so listing jobs never reads its overflow pages.
 """
 
 from __future__ import annotations
@@ -22,15 +19,13 @@ import builtins
 import json
 import os
 import secrets
-import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from types import EllipsisType
 from typing import Any
+
+from ._database import Database
 
 STATUSES: frozenset[str] = frozenset(
     {"done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"}
@@ -42,75 +37,11 @@ STORE_FILE = "jobs.sqlite3"  # the file's name inside the state directory
 REMOTE_GRACE_S = (
     86_400.0  # how long a dead server's job on a worker waits to be adopted (Docket keeps it a day)
 )
-SCHEMA_VERSION = 3  # PRAGMA user_version; each migration steps it
-
 INTERRUPTED_MESSAGE = "the kimi-mcp server running this job stopped before it finished"
 INTERRUPTED_SUGGESTION = (
     "Continue the conversation with kimi_continue(session_id, ...) if it has a session_id, "
     "or start the task again."
 )
-
-_TABLE = """
-CREATE TABLE jobs (
-    job_id TEXT PRIMARY KEY,
-    tool TEXT NOT NULL,
-    workspace TEXT NOT NULL,
-    read_only INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    session_id TEXT,
-    owner TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    finished_at REAL,
-    summary TEXT NOT NULL,
-    cancel_requested INTEGER NOT NULL DEFAULT 0,
-    progress TEXT,
-    tokens INTEGER NOT NULL DEFAULT 0,
-    model TEXT,
-    copy TEXT,
-    question TEXT,
-    arguments TEXT NOT NULL,
-    screen TEXT,
-    spec TEXT,
-    result TEXT
-)"""
-_INDEXES = """
--- Ascending indexes scanned backwards give "started_at DESC, rowid DESC" with no sort step.
-CREATE INDEX IF NOT EXISTS jobs_started ON jobs (started_at);
-CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, started_at);
-CREATE INDEX IF NOT EXISTS jobs_workspace ON jobs (workspace, started_at);
-CREATE INDEX IF NOT EXISTS jobs_session ON jobs (session_id, started_at);
-CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at);
--- What is sent to a running job (answers, messages) for its owner to take: across servers.
-CREATE TABLE IF NOT EXISTS control (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    taken_at REAL
-);
-CREATE INDEX IF NOT EXISTS control_job ON control (job_id, taken_at);
-"""
-# Version 1 had neither the control table nor the columns tokens, model, copy, question and screen: its
-# rows are copied over, with what the new columns hold taken from their results.
-_FROM_V1 = """
-INSERT INTO jobs (job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at,
-    summary, cancel_requested, progress, tokens, model, copy, arguments, result)
-SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at, summary,
-    cancel_requested, progress,
-    COALESCE(json_extract(result, '$.usage.input_tokens'), 0)
-        + COALESCE(json_extract(result, '$.usage.output_tokens'), 0),
-    json_extract(result, '$.model'), json_extract(result, '$.worktree.id'), arguments, result
-FROM jobs_old
-"""
-# Version 2 lacked the spec (older jobs keep none).
-_FROM_V2 = """
-INSERT INTO jobs (job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at,
-    summary, cancel_requested, progress, tokens, model, copy, question, arguments, screen, result)
-SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at, summary,
-    cancel_requested, progress, tokens, model, copy, question, arguments, screen, result
-FROM jobs_old
-"""
 
 _HAVE_PROC = os.path.exists("/proc/self/stat")
 
@@ -215,70 +146,8 @@ def _start_ticks_psutil(pid: int) -> int | None:
         return None
 
 
-class JobStore:
+class JobStore(Database):
     """The jobs of every kimi-mcp server sharing ``path``. Safe to use from many threads."""
-
-    def __init__(self, path: Path, *, busy_timeout_s: float = 10.0) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _create_private(self.path)
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._migrate()
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def _migrate(self) -> None:
-        with self._write():
-            version = self._conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise sqlite3.DatabaseError(
-                    f"the job store {self.path} has schema version {version}, newer than this "
-                    f"kimi-mcp's {SCHEMA_VERSION}: update kimi-mcp or set another KIMI_MCP_STATE_DIR"
-                )
-            if version < SCHEMA_VERSION:
-                exists = self._conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'"
-                ).fetchone()
-                if exists:  # an older version (an empty store has no table yet): copied into the new table
-                    self._conn.execute("ALTER TABLE jobs RENAME TO jobs_old")
-                self._conn.execute(_TABLE)
-                if exists:
-                    self._conn.execute(_FROM_V2 if version == 2 else _FROM_V1)
-                    self._conn.execute("DROP TABLE jobs_old")  # its indexes go with it
-                for statement in _INDEXES.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, holding the lock. ``BEGIN IMMEDIATE`` takes the file's write lock at once
-        (waiting up to the busy timeout), so a read inside it never has to upgrade and fail as busy."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
-    def _execute(self, sql: str, params: tuple[Any, ...]) -> int:
-        """One autocommitted statement; returns the rows it changed."""
-        with self._lock:
-            return self._conn.execute(sql, params).rowcount
 
     def create(
         self,
@@ -551,27 +420,6 @@ class JobStore:
             )
             left = [JobRef(*row) for row in conn.execute(f"SELECT {_REF_COLUMNS} FROM jobs")]
         return deleted, left
-
-    def compact(self) -> None:
-        """Give the space of deleted jobs back to the file system (``VACUUM``, then the write-ahead log
-        truncated); sqlite3.OperationalError when another server keeps the store busy."""
-        with self._lock:
-            self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-
-def _create_private(path: Path) -> None:
-    """Create the database file readable by its owner only (SQLite gives its -wal and -shm files the
-    same mode); an existing file is left as it is."""
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)
 
 
 def _check_status(status: str, allowed: frozenset[str]) -> None:

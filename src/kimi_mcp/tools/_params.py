@@ -1,12 +1,18 @@
-"""Argument types and tool annotations the tools share."""
+"""What the tools share: argument types, the parameters every Kimi tool takes (``run_options``), and the
+tool annotations."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import dataclasses
+import inspect
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal
 
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from ..adapter.pipeline import Reply, RunOptions
 from ..config import MODEL_PATTERN
 
 WorkDir = Annotated[
@@ -80,6 +86,57 @@ IN_ONE_MESSAGE = (
 )
 """Said of every text that goes into Kimi's message: the message limit is the one limit that applies."""
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
+
+READ_OPTIONS: dict[str, Any] = {"work_dir": WorkDir, "wait_s": WaitS, "model": Model, "max_tokens": MaxTokens}
+"""The parameters every Kimi tool takes (name → its type), in the order its schema lists them."""
+WRITE_OPTIONS: dict[str, Any] = READ_OPTIONS | {
+    "approvals": ApprovalsArg,
+    "isolation": IsolationArg,
+    "attempts": Attempts,
+    "verify_command": VerifyCommand,
+}
+"""The parameters every write tool takes: those, then how Kimi's approvals are given and how it is isolated."""
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}
+
+ToolBody = Callable[..., Awaitable[Reply]]
+
+
+def run_options(params: dict[str, Any]) -> Callable[[ToolBody], ToolBody]:
+    """Give a Kimi tool the shared parameters ``params`` (:data:`READ_OPTIONS` or :data:`WRITE_OPTIONS`),
+    each defined once: the decorated body declares ``*, shared: RunOptions`` after its own arguments; the
+    function a client sees (FastMCP reads its ``__signature__`` and ``__annotations__``) takes the shared
+    parameters there instead, each with its type and :class:`RunOptions`' default, and hands them to the
+    body as one ``RunOptions``. Put it under ``@tool``."""
+
+    def decorate(body: ToolBody) -> ToolBody:
+        signature = inspect.signature(body)
+        hints = typing.get_type_hints(body, include_extras=True)
+        if "shared" not in signature.parameters or set(params) & set(signature.parameters):
+            raise TypeError(f"{body.__name__} must take `shared: RunOptions` and none of {sorted(params)}")
+        plain = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        parameters: list[inspect.Parameter] = []
+        for parameter in signature.parameters.values():
+            if parameter.name == "shared":  # the shared parameters go here
+                parameters += [
+                    inspect.Parameter(name, plain, default=_DEFAULTS[name], annotation=kind)
+                    for name, kind in params.items()
+                ]
+            else:
+                parameters.append(parameter.replace(kind=plain, annotation=hints[parameter.name]))
+        seen = signature.replace(parameters=parameters, return_annotation=hints["return"])
+
+        async def tool(*args: Any, **kwargs: Any) -> Reply:
+            given = seen.bind(*args, **kwargs).arguments
+            shared = {name: given.pop(name) for name in params if name in given}
+            return await body(**given, shared=RunOptions(**shared))
+
+        tool.__signature__ = seen  # type: ignore[attr-defined]
+        tool.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": hints["return"]}
+        tool.__name__, tool.__qualname__ = body.__name__, body.__qualname__
+        tool.__module__, tool.__doc__ = body.__module__, body.__doc__
+        return tool
+
+    return decorate
 
 
 def writes(title: str) -> ToolAnnotations:

@@ -12,11 +12,11 @@ from fastmcp.tools import tool
 from pydantic import BaseModel, Field
 
 from .. import prompts
-from ..adapter.pipeline import Backend, Call, Reply, current_backend, not_blank, run_tool
+from ..adapter.pipeline import Backend, Call, Reply, RunOptions, current_backend, not_blank, run_tool
 from ..adapter.tasks import TASK
 from ..errors import BadInput
 from ..models import AnalysisResult, ConsultResult, VerifyResult
-from ._params import IN_ONE_MESSAGE, Files, MaxTokens, Model, WaitS, WorkDir, reads
+from ._params import IN_ONE_MESSAGE, READ_OPTIONS, Files, reads, run_options
 
 Role = Literal["general", "security", "performance", "maintainability", "testing", "architecture"]
 ConsultRole = Literal["skeptic", "architect", "debugger", "judge"]
@@ -43,15 +43,14 @@ class ExchangeTurn(BaseModel):
     task=TASK,
     output_schema=AnalysisResult.model_json_schema(),
 )
+@run_options(READ_OPTIONS)
 async def kimi_analyze_code(
     ctx: Context,
     file_paths: Files,
     analysis_focus: Annotated[str | None, Field(description="What to look at in particular")] = None,
     role: Annotated[Role, Field(description="Reviewer perspective")] = "general",
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -61,8 +60,8 @@ async def kimi_analyze_code(
 
     arguments = {"file_paths": file_paths, "analysis_focus": analysis_focus, "role": role}
     return await run_tool(
-        ctx, backend, AnalysisResult, work_dir, prompt, tool="kimi_analyze_code", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, max_tokens=max_tokens,
+        ctx, backend, AnalysisResult, prompt, shared, tool="kimi_analyze_code", arguments=arguments,
+        read_only=True,
     )  # fmt: skip
 
 
@@ -75,6 +74,7 @@ async def kimi_analyze_code(
     task=TASK,
     output_schema=VerifyResult.model_json_schema(),
 )
+@run_options(READ_OPTIONS)
 async def kimi_verify(
     ctx: Context,
     requirements: Annotated[
@@ -82,10 +82,8 @@ async def kimi_verify(
     ],
     file_paths: Files,
     prompt: Annotated[str | None, Field(description="Extra instructions for the check")] = None,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     items = [requirements] if isinstance(requirements, str) else list(requirements)
@@ -101,8 +99,8 @@ async def kimi_verify(
 
     arguments = {"requirements": items, "file_paths": file_paths, "prompt": prompt}
     return await run_tool(
-        ctx, backend, VerifyResult, work_dir, text, tool="kimi_verify", arguments=arguments, read_only=True,
-        wait_s=wait_s, model=model, check=check, max_tokens=max_tokens,
+        ctx, backend, VerifyResult, text, shared, tool="kimi_verify", arguments=arguments, read_only=True,
+        check=check,
     )  # fmt: skip
 
 
@@ -117,6 +115,7 @@ async def kimi_verify(
     task=TASK,
     output_schema=ConsultResult.model_json_schema(),
 )
+@run_options(READ_OPTIONS)
 async def kimi_consult(
     ctx: Context,
     role: Annotated[ConsultRole, Field(description="Kimi's role")],
@@ -137,10 +136,8 @@ async def kimi_consult(
     prior_exchange: Annotated[
         list[ExchangeTurn] | None, Field(description="Earlier rounds of this consultation")
     ] = None,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     given = {
@@ -164,6 +161,6 @@ async def kimi_consult(
     check = not_blank(message=message)
     arguments = {"role": role, "message": message, "file_paths": file_paths, **context}
     return await run_tool(
-        ctx, backend, ConsultResult, work_dir, prompt, tool="kimi_consult", arguments=arguments,
-        read_only=True, wait_s=wait_s, model=model, check=check, max_tokens=max_tokens,
+        ctx, backend, ConsultResult, prompt, shared, tool="kimi_consult", arguments=arguments,
+        read_only=True, check=check,
     )  # fmt: skip

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -12,24 +11,11 @@ from fastmcp.tools import tool
 from pydantic import Field
 
 from .. import prompts
-from ..adapter.isolation import Isolation, isolation_for
-from ..adapter.pipeline import Backend, Call, Reply, current_backend, not_blank, run_tool
+from ..adapter.pipeline import Backend, Call, Reply, RunOptions, current_backend, not_blank, run_tool
 from ..adapter.tasks import TASK
 from ..models import DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._params import (
-    IN_ONE_MESSAGE,
-    ApprovalsArg,
-    Attempts,
-    Files,
-    IsolationArg,
-    MaxTokens,
-    Model,
-    VerifyCommand,
-    WaitS,
-    WorkDir,
-    writes,
-)
+from ._params import IN_ONE_MESSAGE, WRITE_OPTIONS, Files, run_options, writes
 
 
 @tool(
@@ -43,6 +29,7 @@ from ._params import (
     task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
+@run_options(WRITE_OPTIONS)
 async def kimi_code_task(
     ctx: Context,
     task_description: Annotated[
@@ -50,14 +37,8 @@ async def kimi_code_task(
     ],
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
     constraints: Annotated[str | None, Field(description="Rules Kimi must follow (style, scope, …)")] = None,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
-    approvals: ApprovalsArg = None,
-    isolation: IsolationArg = None,
-    attempts: Attempts = 1,
-    verify_command: VerifyCommand = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -71,10 +52,8 @@ async def kimi_code_task(
         "constraints": constraints,
     }
     return await run_tool(
-        ctx, backend, TaskResult, work_dir, prompt, tool="kimi_code_task", arguments=arguments,
-        read_only=False, wait_s=wait_s, model=model, check=check,
-        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
-        approvals=approvals,
+        ctx, backend, TaskResult, prompt, shared, tool="kimi_code_task", arguments=arguments,
+        read_only=False, check=check,
     )  # fmt: skip
 
 
@@ -87,18 +66,13 @@ async def kimi_code_task(
     task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
+@run_options(WRITE_OPTIONS)
 async def kimi_prompt(
     ctx: Context,
     prompt: Annotated[str, Field(description="The prompt for Kimi" + IN_ONE_MESSAGE)],
     include_workspace_context: Annotated[bool, Field(description="Add a file listing")] = False,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
-    approvals: ApprovalsArg = None,
-    isolation: IsolationArg = None,
-    attempts: Attempts = 1,
-    verify_command: VerifyCommand = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def text(_call: Call, ws: Path) -> str:
@@ -106,10 +80,8 @@ async def kimi_prompt(
 
     arguments = {"prompt": prompt, "include_workspace_context": include_workspace_context}
     return await run_tool(
-        ctx, backend, TaskResult, work_dir, text, tool="kimi_prompt", arguments=arguments, read_only=False,
-        wait_s=wait_s, model=model, check=not_blank(prompt=prompt),
-        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
-        approvals=approvals,
+        ctx, backend, TaskResult, text, shared, tool="kimi_prompt", arguments=arguments, read_only=False,
+        check=not_blank(prompt=prompt),
     )  # fmt: skip
 
 
@@ -123,19 +95,14 @@ async def kimi_prompt(
     task=TASK,
     output_schema=RefactorResult.model_json_schema(),
 )
+@run_options(WRITE_OPTIONS)
 async def kimi_refactor(
     ctx: Context,
     file_path: Annotated[str, Field(description="File to refactor, relative to the workspace")],
     refactor_instructions: Annotated[str, Field(description="What to change" + IN_ONE_MESSAGE)],
     safety_checks: Annotated[bool, Field(description="Preserve behaviour and public API")] = True,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
-    approvals: ApprovalsArg = None,
-    isolation: IsolationArg = None,
-    attempts: Attempts = 1,
-    verify_command: VerifyCommand = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, ws: Path) -> str:
@@ -149,10 +116,8 @@ async def kimi_refactor(
         "file_path": file_path, "refactor_instructions": refactor_instructions, "safety_checks": safety_checks,
     }  # fmt: skip
     return await run_tool(
-        ctx, backend, RefactorResult, work_dir, prompt, tool="kimi_refactor", arguments=arguments,
-        read_only=False, wait_s=wait_s, model=model, check=check,
-        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
-        approvals=approvals,
+        ctx, backend, RefactorResult, prompt, shared, tool="kimi_refactor", arguments=arguments,
+        read_only=False, check=check,
     )  # fmt: skip
 
 
@@ -165,19 +130,14 @@ async def kimi_refactor(
     task=TASK,
     output_schema=DebugResult.model_json_schema(),
 )
+@run_options(WRITE_OPTIONS)
 async def kimi_debug(
     ctx: Context,
     error_message: Annotated[str, Field(description="The error / failing output" + IN_ONE_MESSAGE)],
     relevant_files: Files = [],  # noqa: B006
     context: Annotated[str | None, Field(description="What you were doing, what you tried")] = None,
-    work_dir: WorkDir = None,
-    wait_s: WaitS = None,
-    model: Model = None,
-    max_tokens: MaxTokens = None,
-    approvals: ApprovalsArg = None,
-    isolation: IsolationArg = None,
-    attempts: Attempts = 1,
-    verify_command: VerifyCommand = None,
+    *,
+    shared: RunOptions,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     def prompt(call: Call, _ws: Path) -> str:
@@ -188,15 +148,6 @@ async def kimi_debug(
     check = not_blank(error_message=error_message)
     arguments = {"error_message": error_message, "relevant_files": relevant_files, "context": context}
     return await run_tool(
-        ctx, backend, DebugResult, work_dir, prompt, tool="kimi_debug", arguments=arguments,
-        read_only=False, wait_s=wait_s, model=model, check=check,
-        isolation=isolated(backend, isolation, attempts, verify_command), max_tokens=max_tokens,
-        approvals=approvals,
+        ctx, backend, DebugResult, prompt, shared, tool="kimi_debug", arguments=arguments,
+        read_only=False, check=check,
     )  # fmt: skip
-
-
-def isolated(
-    backend: Backend, isolation: str | None, attempts: int, verify_command: str | None
-) -> Callable[[], Isolation]:
-    """The write tools' ``isolation`` check, run with the other argument checks."""
-    return lambda: isolation_for(backend.settings, isolation, attempts, verify_command)  # type: ignore[arg-type]

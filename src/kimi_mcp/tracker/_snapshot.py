@@ -182,14 +182,10 @@ def _snapshot_dir(
     prefix = rel + "/" if rel else ""
     chain = rules.chain_for(rel)
     dir_stat = _dir_stat(os.fstat(dir_fd), started_ns)  # before listing: later changes must show
-    names: list[str] = []
+    files = _Files(started_ns)
     subdirs: list[str] = []
     ign_files: list[str] = []
     ign_dirs: list[str] = []
-    stats, inodes, hashes, kinds = array("q"), array("Q"), array("Q"), bytearray()
-    # An unreadable file, or one with other hard links (written through another name, it leaves no event
-    # here), makes the directory one that diff always scans, watcher or not.
-    rescan = False
     with os.scandir(dir_fd) as it:
         for entry in it:
             name = entry.name
@@ -213,35 +209,60 @@ def _snapshot_dir(
             except FileNotFoundError:
                 continue
             except OSError:  # e.g. a directory we may list but not search: known, state unknown
-                names.append(name)
-                stats.extend((-1, 0, 0))
-                inodes.append(0)
-                hashes.append(0)
-                kinds.append(KIND_UNKNOWN)
-                rescan = True
+                files.unknown(name)
                 continue
-            if found is UNTRACKABLE:
-                continue
-            mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
-            racy = _is_racy(mtime, started_ns) or _is_racy(ctime, started_ns)
-            names.append(name)
-            stats.extend((-1 if racy else st.st_size, mtime, ctime))
-            inodes.append(st.st_ino)
-            if found is None:
-                hashes.append(0)
-                kinds.append(KIND_UNKNOWN)
-                rescan = True
-            elif found >= 0:  # type: ignore[operator]
-                hashes.append(found)  # type: ignore[arg-type]
-                kinds.append(KIND_FILE)
-            else:
-                hashes.append(-1 - found)  # type: ignore[operator]
-                kinds.append(KIND_LINK)
-            if st.st_nlink > 1:
-                rescan = True
-    builder.add_dir(rel, (names, stats, inodes, hashes, kinds), subdirs, ign_files, ign_dirs, dir_stat)
-    if rescan:
+            if found is not UNTRACKABLE:
+                files.add(name, st, found)
+    builder.add_dir(rel, files.columns(), subdirs, ign_files, ign_dirs, dir_stat)
+    if files.rescan:
         builder.always_scan(rel)
+
+
+class _Files:
+    """The tracked files of one directory as it is listed, in the columns of its records (names; size,
+    mtime and ctime; inodes; content hashes; kinds). ``rescan``: one of them is unreadable, or has other
+    hard links (written through another name, it leaves no event here), which makes the directory one that
+    diff always scans, watcher or not."""
+
+    __slots__ = ("names", "stats", "inodes", "hashes", "kinds", "rescan", "_started_ns")
+
+    def __init__(self, started_ns: int) -> None:
+        self.names: list[str] = []
+        self.stats, self.inodes, self.hashes, self.kinds = array("q"), array("Q"), array("Q"), bytearray()
+        self.rescan = False
+        self._started_ns = started_ns
+
+    def unknown(self, name: str) -> None:
+        """A file whose stat failed: listed, its state unknown."""
+        self.names.append(name)
+        self.stats.extend((-1, 0, 0))
+        self.inodes.append(0)
+        self.hashes.append(0)
+        self.kinds.append(KIND_UNKNOWN)
+        self.rescan = True
+
+    def add(self, name: str, st: os.stat_result, found: object) -> None:
+        """A file with its stat and :func:`ident`'s content identity (None: unreadable)."""
+        mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+        racy = _is_racy(mtime, self._started_ns) or _is_racy(ctime, self._started_ns)
+        self.names.append(name)
+        self.stats.extend((-1 if racy else st.st_size, mtime, ctime))
+        self.inodes.append(st.st_ino)
+        if found is None:
+            self.hashes.append(0)
+            self.kinds.append(KIND_UNKNOWN)
+            self.rescan = True
+        elif found >= 0:  # type: ignore[operator]
+            self.hashes.append(found)  # type: ignore[arg-type]
+            self.kinds.append(KIND_FILE)
+        else:
+            self.hashes.append(-1 - found)  # type: ignore[operator]
+            self.kinds.append(KIND_LINK)
+        if st.st_nlink > 1:
+            self.rescan = True
+
+    def columns(self) -> tuple[list[str], array, array, array, bytearray]:
+        return self.names, self.stats, self.inodes, self.hashes, self.kinds
 
 
 def _dir_stat(st: os.stat_result, started_ns: int) -> tuple[int, int, int] | None:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from kimi_mcp.jobs._database import SCHEMA_VERSION
 from kimi_mcp.jobs._store import (
     FINISHED,
     INTERRUPTED_MESSAGE,
-    SCHEMA_VERSION,
     JobRecord,
     JobStore,
     owner_alive,
