@@ -85,7 +85,7 @@ def ranked(results: list[TaskResult]) -> list[TaskResult]:
 def summary(result: TaskResult) -> AttemptSummary:
     wt = result.worktree
     return AttemptSummary(
-        job_id=result.job_id, status=result.status, success=result.success, output=result.output[:1_000],
+        job_id=result.job_id, status=result.status, success=result.success is True, output=result.output[:1_000],
         files_changed=wt.files_changed if wt else 0, insertions=wt.insertions if wt else 0,
         deletions=wt.deletions if wt else 0, verify=result.verify,
         error=result.error.message if result.error else None,

@@ -212,3 +212,14 @@ def test_wait_s_reaches_the_calls_wait(tool: str, repo: Path) -> None:
     # wait_s=0: the call answered at once with the job going on (its status, a job_id, no verdict yet)
     assert first["status"] in GOING and first["success"] is None, first
     assert done["status"] == "done" and done["job_id"] == first["job_id"], done
+
+
+def test_attempts_still_running_when_wait_s_ends_reply_with_their_status(repo: Path) -> None:
+    """Two attempts whose ``wait_s`` runs out: the reply is the running job with every attempt listed as
+    running and not (yet) successful (an attempt's ``success`` of ``None`` was refused by AttemptSummary)."""
+    gate = Gate(opened=False)
+    args = {"task_description": "add f", "work_dir": str(repo), "isolation": "worktree", "attempts": 2}
+    first, done = call(gate, "kimi_code_task", args | {"wait_s": 0})
+    assert first["status"] in GOING and first["job_id"], first
+    assert [a["status"] in GOING and a["success"] is False for a in first["attempts"]] == [True, True], first
+    assert done["status"] == "done", done
