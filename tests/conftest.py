@@ -18,6 +18,29 @@ from kimi_env import FAKE_KEY, KimiUnderTest, base_env, kimi_code_env_for  # noq
 
 from kimi_mcp.tracker import _snapshot  # noqa: E402
 
+# What the suite installs into its cache (the real Kimi binaries, Node 22, Claude Code, the MCP Inspector):
+# only e2e tests use it, so the quick tier, `pytest -m "not e2e"`, installs nothing and runs without any of it.
+_INSTALLED = frozenset({"legacy_kimi", "kimi_code", "stub_kimi", "claude_code", "inspector", "kimi"})
+
+
+def _installed_used(item: pytest.Item) -> set[str]:
+    """The fixtures of ``_INSTALLED`` the test uses (a parameter of its own by such a name is not one)."""
+    own = set()
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs["argnames"]
+        own.update(names.replace(" ", "").split(",") if isinstance(names, str) else names)
+    return (_INSTALLED & set(getattr(item, "fixturenames", ()))) - own
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("e2e") is None and (used := _installed_used(item)):
+        pytest.fail(
+            f"uses {', '.join(sorted(used))} (what the suite installs) but is not marked e2e: mark it, or give "
+            "it a fake install from tests/helpers/fake_installs.py",
+            pytrace=False,
+        )
+
 
 @pytest.fixture(autouse=True)
 def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,6 +71,9 @@ def _dump(python: Path, env: dict[str, str], *args: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# The two checks of the hook inside kimi-cli 1.50's own Python, and Node's through the proxy, run the real Kimi's
+# runtime the suite installs: they are end-to-end checks of the route every e2e test's Kimi takes to the fake API.
+@pytest.mark.e2e
 def test_sitecustomize_rewrites_only_the_moonshot_platforms(legacy_python: Path, fake: FakeMoonshot):
     plain = _dump(legacy_python, _clean_env())
     hooked_env = _clean_env() | {"PYTHONPATH": str(FAKEPLAT), "KIMI_FAKE_PLATFORM_BASE_URL": fake.base_url}
@@ -95,6 +98,7 @@ def test_sitecustomize_rewrites_only_the_moonshot_platforms(legacy_python: Path,
     ]
 
 
+@pytest.mark.e2e  # the real Kimi's runtime, see above
 def test_sitecustomize_is_inert_without_the_env_var(legacy_python: Path):
     plain = _dump(legacy_python, _clean_env())
     on_path = _dump(legacy_python, _clean_env() | {"PYTHONPATH": str(FAKEPLAT)})
@@ -248,6 +252,7 @@ def test_proxy_handles_many_connections_and_stops_cleanly(ca: TestCA, fake: Fake
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
+@pytest.mark.e2e  # the real Kimi's runtime, see above
 def test_node_reaches_the_fake_through_the_proxy(
     kimi_code: tuple[Path, Path], ca: TestCA, fake: FakeMoonshot
 ):

@@ -1,18 +1,19 @@
 """``status_report`` (``kimi_status``, ``kimi-mcp --check``): the login state read from Kimi's own files and
-environment, without running anything but ``--version``."""
+environment, and the install from its package metadata: nothing is run, so a kimi-cli 1.50.0 laid out as
+``uv tool install`` lays it out serves (the real one: tests/e2e/test_e2e_status.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import kimi_install
+from fake_installs import fake_kimi_cli
 
 from kimi_mcp.config import Settings
 from kimi_mcp.status import check_lines, status_report
 
 
 def test_login_state_from_the_environment_the_config_file_or_the_key(tmp_path: Path) -> None:
-    binary = str(kimi_install.install_legacy())
+    binary = str(fake_kimi_cli(tmp_path / "kimi", "1.50.0"))
     home = tmp_path / "home"
     (home / ".kimi").mkdir(parents=True)
     base = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
@@ -35,7 +36,7 @@ def test_login_state_from_the_environment_the_config_file_or_the_key(tmp_path: P
 
 
 def test_a_misspelt_variable_is_a_warning_naming_the_closest_setting(tmp_path: Path) -> None:
-    binary = str(kimi_install.install_legacy())
+    binary = str(fake_kimi_cli(tmp_path / "kimi", "1.50.0"))
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "KIMI_MODEL_NAME": "k2"}
     env.update(KIMI_MCP_TIMOUT="5", KIMI_MCP_CONFIG=str(tmp_path / "none.toml"), KIMI_MCP_ZZZ="1")
     report = status_report(Settings(kimi_bin=binary), env=env)
@@ -53,7 +54,7 @@ def test_a_misspelt_variable_is_a_warning_naming_the_closest_setting(tmp_path: P
 
 
 def test_an_unknown_tool_name_is_a_problem_with_the_closest_name(tmp_path: Path) -> None:
-    binary = str(kimi_install.install_legacy())
+    binary = str(fake_kimi_cli(tmp_path / "kimi", "1.50.0"))
     env = {"HOME": str(tmp_path), "PATH": "/usr/bin:/bin", "KIMI_MODEL_NAME": "k2"}
     report = status_report(Settings(kimi_bin=binary, tools=["kimi_consul", "kimi_status"]), env=env)
     assert not report.success

@@ -250,12 +250,25 @@ def test_a_login_screen_that_never_comes_before_the_limit_is_still_an_auth_error
 # ------------------------------------------- issue 13, item 18: a turn that ran out of time retrying the API
 
 
+class EndsAtInterrupt(Child):
+    """Kimi taking the interrupt key: its turn ends (what its session log then says)."""
+
+    def __init__(self, kimi: KimiSession) -> None:
+        super().__init__()
+        self.kimi = kimi
+
+    def send(self, data: str) -> None:
+        super().send(data)
+        if data == self.kimi.driver.interrupt_key:
+            self.kimi.trace.ended = True
+
+
 def test_time_running_out_while_kimi_retries_a_failing_provider_is_an_api_error(tmp_path: Path) -> None:
     from kimi_mcp.drivers.base import StepRetrying
     from kimi_mcp.errors import ApiError
 
     kimi = session(tmp_path, deadline=-1)  # the time is already up
-    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.term._child = child = EndsAtInterrupt(kimi)  # type: ignore[assignment]
     kimi.state = State.WAITING
     kimi.trace.begun = True
     kimi.trace.retrying = StepRetrying(8, 10, "APIStatusError: 500 fake error 500", 500)
@@ -268,6 +281,7 @@ def test_time_running_out_while_kimi_retries_a_failing_provider_is_an_api_error(
         and "attempt 8 of 10" in error.message
     )
     assert error.details["status"] == 500 and error.details["phase"] == "turn"
+    assert child.sent == [kimi.driver.interrupt_key]  # the turn was interrupted first
 
 
 def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from kimi_mcp import worktree
 from kimi_mcp.errors import BadInput
-from kimi_mcp.worktree import Isolated
+from kimi_mcp.worktree import Isolated, _verify
 
 
 @pytest.fixture
@@ -56,7 +56,8 @@ def test_timeout_kills_the_whole_group(iso: Isolated) -> None:
     assert gone(pid)
 
 
-def test_term_ignoring_processes_get_killed(iso: Isolated) -> None:
+def test_term_ignoring_processes_get_killed(iso: Isolated, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_verify, "KILL_GRACE_S", 0.3)  # how long TERM may go unanswered is not tested here
     result = worktree.run_verify(iso, "trap '' TERM; sleep 30 & echo $! > ../sleep.pid; wait", 0.5)
     assert result.timed_out
     assert gone(int((iso.checkout / "sleep.pid").read_text()))
