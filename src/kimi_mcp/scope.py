@@ -1,9 +1,10 @@
 """One run's scope: what controls a Kimi run from its job down to the keystrokes.
 
 A job makes one :class:`Scope` and hands it to the runner, which hands it to the session: its deadline
-(paused while a question waits for its answer), its cancellation, where progress goes, the secrets it
-masks, its token limits and its inbox (the answers and messages the caller sends while Kimi works). A
-standby or live session taken by a later call is given that call's scope (``KimiSession.bind``).
+(paused while a question waits for its answer), its cancellation, where progress goes, which job it runs
+(its events for the client name it), the secrets it masks, its token limits and its inbox (the answers and
+messages the caller sends while Kimi works). A standby or live session taken by a later call is given that
+call's scope (``KimiSession.bind``).
 
 Plain data and threading only: the tools and jobs make scopes without loading the runner.
 """
@@ -216,6 +217,9 @@ class Scope:
         self.approvals = approvals
         self.notes: list[str] = []  # said in the result's notes (masked there)
         self.delivered: list[Delivered] = []  # the messages that reached Kimi
+        #: the job this scope runs (its job sets it): its events for the client name it
+        #: (``_logging.for_client``); None, a scope of no job's (a standby's): its events are server-wide
+        self.job_id: str | None = None
         self._paused_at: float | None = None
 
     @classmethod

@@ -64,6 +64,7 @@ class Job:
         self.on_question: Callable[[], None] = lambda: None  # the manager records the change at once
         scope.sink = self.on_progress
         scope.inbox.on_change = self._question_changed
+        scope.job_id = self.job_id
 
     def on_progress(self, message: str) -> None:
         self.activity = message

@@ -147,15 +147,20 @@ class _ArgumentErrors(Middleware):
 
 
 class _RelayEvents(Middleware):
-    """After each tool call, the events kept for the client go out as log notifications of it (during a
-    long call the wait relays them as they come; a client reads notifications of its tool calls)."""
+    """After each tool call, its events go out as log notifications of it (a client reads notifications of
+    its tool calls): those of the job it names (``job_id``) and the server-wide ones its client has not had
+    yet. A job's events also go to the calls that wait for it, as they come (``_mcp.wait_for_job``)."""
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         result = await call_next(context)
-        if CLIENT_EVENTS.pending():
-            from ._mcp import relay_events
+        ctx = context.fastmcp_context
+        if ctx is not None:
+            from ._mcp import client_key, relay_events  # deferred: loaded with the tools, after connect
 
-            await relay_events(context.fastmcp_context)
+            job_id = (context.message.arguments or {}).get("job_id")
+            jobs = [job_id.strip()] if isinstance(job_id, str) else []
+            if CLIENT_EVENTS.pending(client_key(ctx), jobs):
+                await relay_events(ctx, jobs)
         return result
 
 
