@@ -99,14 +99,20 @@ class ClientEvents(logging.Handler):
         """For a call of ``client`` about ``jobs`` (their ids), oldest first: the events of those jobs, and
         the server-wide events ``client`` has not had yet (from now on it has had them). ``client`` None: a
         request nothing ties to an earlier one (each is its own connection) gets every server-wide event kept."""
+        events = self.take_jobs(jobs)
         with self._lock:
-            events = [event for job_id in jobs for event in self._jobs.pop(job_id, ())]
             had = self._had_by(client)
             events += [event for event in self._shared if event.seq > had]
             if client is not None:
                 self._had[client] = self._shared[-1].seq if self._shared else had
                 self._had.move_to_end(client)
                 _trim(self._had, MAX_CLIENTS)
+        return sorted(events, key=lambda event: event.seq)
+
+    def take_jobs(self, jobs: Iterable[str]) -> list[Event]:
+        """The events of ``jobs`` (their ids), oldest first (no server-wide one)."""
+        with self._lock:
+            events = [event for job_id in jobs for event in self._jobs.pop(job_id, ())]
         return sorted(events, key=lambda event: event.seq)
 
     def _had_by(self, client: str | None) -> int:

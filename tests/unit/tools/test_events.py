@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
+from task_client import call_tool_task, tasks_extension
 
 from kimi_mcp._logging import CLIENT, for_client, get_logger
 from kimi_mcp.config import Settings
@@ -81,3 +82,36 @@ def test_a_jobs_event_reaches_its_client_only_and_a_server_wide_one_each_client_
         heard_b.messages,
     )
     assert heard_a.messages.count(warning) == 1 and heard_b.messages.count(warning) == 1
+
+
+def test_a_task_hears_its_jobs_events_when_it_polls(
+    workspace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A call run as an MCP task returns at once: ``tasks/get`` relays its job's events (and only the
+    client polling that task hears them)."""
+    caplog.set_level(logging.INFO, logger="kimi_mcp")
+    runner = StandbyRunner()
+    standby = f"using the standby Kimi for {workspace}"
+    heard_task, heard_other = Heard(), Heard()
+
+    async def body() -> str:
+        server = create_server(Settings(), run=runner)
+        async with (
+            Client(server, log_handler=heard_task, extensions=[tasks_extension()]) as a,
+            Client(server, log_handler=heard_other, mode="legacy") as b,
+        ):
+            task = await call_tool_task(
+                a, "kimi_code_task", {"task_description": "x", "work_dir": str(workspace)}
+            )
+            runner.go.set()
+            await asyncio.to_thread(runner.logged.wait, 10)
+            await b.call_tool("kimi_jobs", {})
+            await task.status()
+            runner.release.set()
+            return (await task.result()).structured_content["status"]
+
+    assert asyncio.run(body()) == "done"
+    assert heard_task.messages.count(standby) == 1 and standby not in heard_other.messages, (
+        heard_task.messages,
+        heard_other.messages,
+    )
