@@ -138,6 +138,14 @@ class Inbox:
             return any(message.mode == mode for message in self._messages)
 
 
+DAILY_WARNING = 0.8  # share of KIMI_MCP_DAILY_TOKENS from which results and kimi_status warn
+DAILY_USED = "tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours"  # in every daily warning
+
+
+def daily_warning(used: int, daily: int) -> str:
+    return f"{used} of the daily {daily} {DAILY_USED}: {round(100 * used / daily)}%"
+
+
 class TokenMeter:
     """The tokens a job spent (input + output, summed over its steps, turns and attempts: attempts share
     one meter) and the limits they are held to. ``daily_used`` is what every job in the store spent in the
@@ -164,6 +172,15 @@ class TokenMeter:
     def spent_by(self, owner: object) -> int:
         with self._lock:
             return sum(n for (who, _turn), n in self._spent.items() if who == id(owner))
+
+    def daily_warning(self, own: int = 0) -> str | None:
+        """The warning a result carries once the day's tokens, this job's included, reach ``DAILY_WARNING`` of
+        the daily budget, else None. ``own``: the tokens the job's result says it spent (a job on a worker
+        is metered there)."""
+        if self.daily is None:
+            return None
+        used = self.daily_used + max(self.spent, own)
+        return daily_warning(used, self.daily) if used >= DAILY_WARNING * self.daily else None
 
     def over(self) -> BudgetError | None:
         """The limit crossed, if any."""

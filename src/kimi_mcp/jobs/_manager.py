@@ -22,7 +22,7 @@ from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
 from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInfo, TaskResult
 from ..question import Choice
-from ..scope import DECLINED, Inbox, Message, Scope
+from ..scope import DAILY_USED, DECLINED, Inbox, Message, Scope, TokenMeter
 from ..task import RunWatch
 from ._spec import JobSpec
 from ._store import (
@@ -271,6 +271,7 @@ class JobManager:
         result.status = "interrupted" if self._stopping and not result.success else status_of(result)
         result.progress = None
         result.session_id = result.session_id or job.watch.session_id
+        warn_daily(result, job.scope.tokens)
         with self._lock:
             if job.result is not None:  # recorded as interrupted at shutdown already
                 return
@@ -447,6 +448,16 @@ class JobManager:
             store.close()
         if self.executor is not None:
             self.executor.close()
+
+
+def warn_daily(result: TaskResult, meter: TokenMeter) -> None:
+    """The job whose tokens take the day past ``DAILY_WARNING`` of its budget says so on its own result
+    (a job that started past it already carries the warning from its call)."""
+    usage = result.usage
+    own = usage.input_tokens + usage.output_tokens if usage is not None else 0
+    warning = meter.daily_warning(own)
+    if warning is not None and not any(DAILY_USED in note for note in result.notes):
+        result.notes.append(warning)
 
 
 def deliver(job: Job, kind: str, payload: dict) -> None:

@@ -13,10 +13,11 @@ from fastmcp.tools.base import ToolResult
 
 from ..jobs import DAY_S
 from ..models import ErrorInfo
+from ..scope import DAILY_WARNING, daily_warning
 from ..status import StatusReport, status_report
 from ._budget import result_json
 from ._params import reads
-from ._pipeline import DAILY_WARNING, Backend, current_backend, daily_warning
+from ._pipeline import Backend, current_backend
 
 
 @tool(

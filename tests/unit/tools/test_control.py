@@ -250,8 +250,13 @@ def test_inside_a_task_the_question_makes_it_input_required_and_tasks_update_ans
     )
 
 
-def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(workspace: Path) -> None:
+@pytest.mark.parametrize("metered", [True, False])  # the run's meter saw the tokens; only the result says so
+def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(
+    workspace: Path, metered: bool
+) -> None:
     def costly(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        if metered:
+            scope.tokens.record(scope, 1, 850)
         return TaskResult(
             success=True, workspace=str(request.workspace), usage={"input_tokens": 800, "output_tokens": 50},
             notes=list(scope.notes),
@@ -265,7 +270,26 @@ def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(worksp
             return first.structured_content, second.structured_content, status.structured_content
 
     first, second, status = run(body)
-    assert not any("KIMI_MCP_DAILY_TOKENS" in n for n in first["notes"])  # 0 used before it
-    assert any("850 of the daily 1000 tokens" in n for n in second["notes"]), second["notes"]
+    # 0 used before it: the job that crossed 80 % says so itself
+    assert [n for n in first["notes"] if "KIMI_MCP_DAILY_TOKENS" in n] == [
+        "850 of the daily 1000 tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours: 85%"
+    ], first["notes"]
+    daily = [n for n in second["notes"] if "KIMI_MCP_DAILY_TOKENS" in n]
+    assert len(daily) == 1 and "850 of the daily 1000 tokens" in daily[0], second["notes"]  # said once
     assert status["daily_tokens_used"] == 1700
     assert any("1700 of the daily 1000" in w for w in status["warnings"])
+
+
+def test_a_job_that_stays_below_80_percent_of_the_daily_budget_does_not_warn(workspace: Path) -> None:
+    def cheap(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        scope.tokens.record(scope, 1, 790)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), usage={"input_tokens": 700, "output_tokens": 90}
+        )
+
+    async def body():
+        async with Client(create_server(Settings(daily_tokens=1000), run=cheap)) as client:
+            return (await client.call_tool("kimi_code_task", task_args(workspace))).structured_content
+
+    result = run(body)
+    assert result["success"] is True and not any("KIMI_MCP_DAILY_TOKENS" in n for n in result["notes"])
