@@ -88,6 +88,7 @@ def register_tools(
     mcp.add_middleware(_LoadTools(load))
     mcp.add_middleware(_ArgumentErrors())
     mcp.add_middleware(_RelayEvents())
+    mcp.add_middleware(_ResourceErrors())
     return names
 
 
@@ -162,6 +163,16 @@ class _RelayEvents(Middleware):
             if CLIENT_EVENTS.pending(client_key(ctx), jobs):
                 await relay_events(ctx, jobs)
         return result
+
+
+class _ResourceErrors(Middleware):
+    """A job resource that is not there is the MCP spec's "resource not found" (``resources.not_found``;
+    added with the server, as the resources load with the tools, at the first request)."""
+
+    async def on_read_resource(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        from .resources import not_found  # deferred: loaded with the tools, after connect
+
+        return await not_found(context, call_next)
 
 
 #: the jobs of every server of this process whose tools are loaded (a server with none loaded has no job)
