@@ -1,9 +1,10 @@
 """One run's scope: what controls a Kimi run from its job down to the keystrokes.
 
 A job makes one :class:`Scope` and hands it to the runner, which hands it to the session: its deadline
-(paused while a question waits for its answer), its cancellation, where progress goes, the secrets it
-masks, its token limits and its inbox (the answers and messages the caller sends while Kimi works). A
-standby or live session taken by a later call is given that call's scope (``KimiSession.bind``).
+(paused while a question waits for its answer), its cancellation, where progress goes, which job it runs
+(its events for the client name it), the secrets it masks, its token limits and its inbox (the answers and
+messages the caller sends while Kimi works). A standby or live session taken by a later call is given that
+call's scope (``KimiSession.bind``).
 
 Plain data and threading only: the tools and jobs make scopes without loading the runner.
 """
@@ -147,6 +148,14 @@ class Inbox:
             self.send(Message(text=str(payload["text"]), mode=payload.get("mode", "steer"), at=payload["at"]))
 
 
+DAILY_WARNING = 0.8  # share of KIMI_MCP_DAILY_TOKENS from which results and kimi_status warn
+DAILY_USED = "tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours"  # in every daily warning
+
+
+def daily_warning(used: int, daily: int) -> str:
+    return f"{used} of the daily {daily} {DAILY_USED}: {round(100 * used / daily)}%"
+
+
 class TokenMeter:
     """The tokens a job spent (input + output, summed over its steps, turns and attempts: attempts share
     one meter) and the limits they are held to. ``daily_used`` is what every job in the store spent in the
@@ -173,6 +182,15 @@ class TokenMeter:
     def spent_by(self, owner: object) -> int:
         with self._lock:
             return sum(n for (who, _turn), n in self._spent.items() if who == id(owner))
+
+    def daily_warning(self, own: int = 0) -> str | None:
+        """The warning a result carries once the day's tokens, this job's included, reach ``DAILY_WARNING`` of
+        the daily budget, else None. ``own``: the tokens the job's result says it spent (a job on a worker
+        is metered there)."""
+        if self.daily is None:
+            return None
+        used = self.daily_used + max(self.spent, own)
+        return daily_warning(used, self.daily) if used >= DAILY_WARNING * self.daily else None
 
     def over(self) -> BudgetError | None:
         """The limit crossed, if any."""
@@ -226,6 +244,9 @@ class Scope:
         self.approvals = approvals
         self.notes: list[str] = []  # said in the result's notes (masked there)
         self.delivered: list[Delivered] = []  # the messages that reached Kimi
+        #: the job this scope runs (its job sets it): its events for the client name it
+        #: (``_logging.for_client``); None, a scope of no job's (a standby's): its events are server-wide
+        self.job_id: str | None = None
         self._paused_at: float | None = None
 
     @classmethod

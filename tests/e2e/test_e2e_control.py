@@ -137,6 +137,7 @@ def test_a_message_steered_into_a_running_turn_reaches_the_model_in_that_turn(
 
     steered, done = run(kimi, workspace, tmp_path / "server.log", body)
     assert steered["error"] is None, steered
+    assert steered["delivered"] == "in_turn" and steered["job_id"] == done["job_id"]
     assert done["success"] is True and done["output"] == "steered fine", done
     (message,) = done["messages"]
     assert (message["text"], message["mode"], message["delivered"]) == (
@@ -249,6 +250,7 @@ def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
 
     sent, done, took = run(kimi, workspace, tmp_path / "server.log", body)
     assert sent["error"] is None, sent
+    assert sent["delivered"] == "next_turn"
     assert done["success"] is True and done["output"] == "second", done
     assert sorted(done["files_created"]) == ["one.txt", "two.txt"]  # both turns' changes
     (message,) = done["messages"]

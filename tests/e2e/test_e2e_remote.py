@@ -548,7 +548,7 @@ def test_kimis_question_and_a_steered_message_travel_through_the_broker(
     after = [r for r in fake.chat_requests() if "REMOTE-Q" in json.dumps(r["body"])][-1]["body"]["messages"]
     tool_result = after[-1]
     assert tool_result["role"] == "tool" and "Blue" in json.dumps(tool_result["content"]), tool_result
-    assert steered["error"] is None, steered
+    assert steered["error"] is None and steered["delivered"] == "in_turn", steered
     assert done["success"] is True and done["output"] == "steered fine", done
     (message,) = done["messages"]
     assert (message["text"], message["delivered"]) == ("REMOTE-S USE-BLUE", "in_turn")

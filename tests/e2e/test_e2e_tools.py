@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from kimi_env import KimiUnderTest
+from mcp.shared.exceptions import MCPError
 from mcp_helpers import call_tool, processes_with_home, with_client
+from mcp_types import INVALID_PARAMS
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +36,27 @@ def tree(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def test_an_unknown_jobs_resource_is_resource_not_found(legacy_env: dict, workspace: Path, tmp_path: Path):
+    """The MCP spec's "resource not found" (INVALID_PARAMS, the URI in data), not an internal error with a
+    traceback in the server's log."""
+    uri = "kimi-mcp://jobs/job_0000000000000000/output"
+
+    async def body(client):
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource(uri)
+        return raised.value
+
+    error = asyncio.run(with_client(legacy_env, workspace, tmp_path / "server.log", body))
+    assert error.code == INVALID_PARAMS and error.data == {"uri": uri}, (
+        error.code,
+        error.message,
+        error.data,
+    )
+    assert "no finished job 'job_0000000000000000'" in error.message
+    log = (tmp_path / "server.log").read_text()
+    assert "Traceback" not in log and "Error reading resource" not in log, log[-3000:]
 
 
 def test_tools_are_listed_with_annotations_and_schemas(legacy_env: dict, workspace: Path, tmp_path: Path):

@@ -1,11 +1,12 @@
 """MCP plumbing shared by the tools: client roots (both protocol eras), waiting for a job while relaying
-its progress, and results as structured content + JSON text."""
+its progress and events, and results as structured content + JSON text."""
 
 from __future__ import annotations
 
 import threading
 import time
 import warnings
+from collections.abc import Iterable
 
 import anyio
 import mcp_types
@@ -96,17 +97,31 @@ def invalid_arguments(tool: str, exc: Exception, output_schema: dict | None) -> 
     return ToolResult(content=[text], structured_content=payload, is_error=True)
 
 
-async def relay_events(ctx: Context | None) -> None:
-    """Send the events kept for the client (``_logging.CLIENT_EVENTS``) as MCP log notifications of this
-    request; never fails the request."""
-    events = CLIENT_EVENTS.drain()
-    if ctx is None or not events:
+def client_key(ctx: Context) -> str | None:
+    """Who is calling, for the server-wide events each client hears once: the MCP session (handshake era),
+    the one client of this server on stdio (or in memory); a 2026-07-28 request over HTTP is its own
+    connection (nothing ties it to an earlier one; a bearer token is the same for every client, so FastMCP's
+    principal would not tell two clients apart either), so each such call hears the server-wide events kept."""
+    try:
+        modern = getattr(ctx, "_is_modern_protocol", lambda: False)()
+        if modern and ctx.transport not in ("sse", "streamable-http"):
+            return f"server-{id(ctx.fastmcp)}"
+        return ctx.session_id  # the session's id, or one made for this request's own connection
+    except RuntimeError:  # no session: nothing to tell apart
+        return None
+
+
+async def relay_events(ctx: Context | None, jobs: Iterable[str] = ()) -> None:
+    """Send this call's events as MCP log notifications of its request, oldest first: those of ``jobs`` (the
+    ids of the jobs it is about) and the server-wide ones its client has not had yet; never fails the
+    request."""
+    if ctx is None:
         return
-    for level, message in events:
+    for event in CLIENT_EVENTS.take(client_key(ctx), jobs):
         try:
             with warnings.catch_warnings():  # the logging capability is deprecated on 2026-07-28: still sent
                 warnings.simplefilter("ignore")
-                await ctx.log(message, level=level, logger_name="kimi-mcp")  # type: ignore[arg-type]
+                await ctx.log(event.message, level=event.level, logger_name="kimi-mcp")  # type: ignore[arg-type]
         except Exception as exc:
             log.debug("event not relayed: %s", exc)
             return
@@ -196,13 +211,14 @@ async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: S
                     )
                 except Exception as exc:
                     log.debug("progress not sent: %s", exc)
-                await relay_events(ctx)
+                await relay_events(ctx, [job.job_id])
 
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(heartbeat)
             done = await anyio.to_thread.run_sync(block, abandon_on_cancel=True)
             group.cancel_scope.cancel()
+        await relay_events(ctx, [job.job_id])  # what came since the last heartbeat
         return done
     finally:
         stop.set()

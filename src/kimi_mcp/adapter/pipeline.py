@@ -29,7 +29,7 @@ from ..jobs.prune import forget_sessions
 from ..lazy_runner import LazyRunner
 from ..models import GOING, TaskResult
 from ..remote import Remote
-from ..scope import Scope, TokenMeter
+from ..scope import DAILY_WARNING, Scope, TokenMeter, daily_warning
 from ..secrets import Redactor, configured_secrets
 from ..workspace import ContextFile, read_context_files, resolve_workspace
 from . import questions
@@ -260,16 +260,6 @@ class Call:
         reply = to_tool_result(result, self.settings, self.redactor)
         log.debug("result ready")
         return reply
-
-
-DAILY_WARNING = 0.8  # share of KIMI_MCP_DAILY_TOKENS from which results and kimi_status warn
-
-
-def daily_warning(used: int, daily: int) -> str:
-    return (
-        f"{used} of the daily {daily} tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours: "
-        f"{round(100 * used / daily)}%"
-    )
 
 
 Prompt = Callable[[Call, Path], str]

@@ -3,17 +3,23 @@ from the job store (the whole result the job kept) and, for a file the tracker c
 workspace by the tracker's rules (never a secret, a symlink or anything outside the workspace).
 
 ``kimi-mcp://jobs/{job_id}/files/{path}``, ``kimi-mcp://jobs/{job_id}/output``, ``kimi-mcp://jobs/{job_id}/diff``.
-Only paths the job reported as created or modified are served.
+Only paths the job reported as created or modified are served; anything else (an unknown job, a file it did
+not change) is the MCP spec's "resource not found": ``INVALID_PARAMS`` with the URI in ``data``.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 from fastmcp import FastMCP
 from fastmcp.exceptions import ResourceError
+from fastmcp.server.middleware import MiddlewareContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from ..jobs import JobManager
 
@@ -27,6 +33,24 @@ def file_uri(job_id: str, path: str) -> str:
 
 def field_uri(job_id: str, name: str) -> str:
     return f"{SCHEME}/{job_id}/{name}"
+
+
+class ResourceNotFound(ResourceError):
+    """A job resource that is not there. FastMCP logs it at debug (a client's wrong URI is no fault of the
+    server's: no traceback); :func:`not_found` answers it as "resource not found"."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, log_level=logging.DEBUG)
+
+
+async def not_found(context: MiddlewareContext[Any], call_next: Any) -> Any:
+    """A ``resources/read`` (the server's middleware, ``tools._ResourceErrors``): a
+    :class:`ResourceNotFound` is answered as the MCP spec's "resource not found", ``INVALID_PARAMS`` with
+    the URI the client asked for in ``data`` (FastMCP would answer an internal error)."""
+    try:
+        return await call_next(context)
+    except ResourceNotFound as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"uri": str(context.message.uri)}) from exc
 
 
 def register_resources(mcp: FastMCP, jobs: JobManager) -> None:
@@ -51,14 +75,14 @@ def register_resources(mcp: FastMCP, jobs: JobManager) -> None:
 def _result(jobs: JobManager, job_id: str) -> dict:
     record = jobs.store.get(job_id)
     if record is None or record.result is None:
-        raise ResourceError(f"no finished job {job_id!r} (kimi_jobs lists the jobs)")
+        raise ResourceNotFound(f"no finished job {job_id!r} (kimi_jobs lists the jobs)")
     return record.result
 
 
 def _field_text(jobs: JobManager, job_id: str, name: str) -> str:
     text = _result(jobs, job_id).get(name)
     if not text:
-        raise ResourceError(f"job {job_id} has no {name}")
+        raise ResourceNotFound(f"job {job_id} has no {name}")
     return text
 
 
@@ -67,9 +91,9 @@ def _file_text(jobs: JobManager, job_id: str, path: str) -> str:
 
     result = _result(jobs, job_id)
     if path not in {*result.get("files_created", []), *result.get("files_modified", [])}:
-        raise ResourceError(f"job {job_id} did not create or modify {path!r}")
+        raise ResourceNotFound(f"job {job_id} did not create or modify {path!r}")
     if path in result.get("secret_files", []) or path in result.get("binary_files", []):
-        raise ResourceError(f"{path} is withheld (a secret, binary, or a symlink)")
+        raise ResourceNotFound(f"{path} is withheld (a secret, binary, or a symlink)")
     cut_by_tracker = any(
         item["path"] == path and item["reason"] in ("file_too_large", "total_budget")
         for item in result.get("truncated", [])
@@ -79,5 +103,5 @@ def _file_text(jobs: JobManager, job_id: str, path: str) -> str:
     options = tracker.TrackerOptions(max_file_chars=MAX_FILE_BYTES, max_total_chars=MAX_FILE_BYTES)
     report = tracker.collect_contents(Path(result["workspace"]), [path], options)
     if path not in report.file_contents:
-        raise ResourceError(f"{path} cannot be read from the workspace any more")
+        raise ResourceNotFound(f"{path} cannot be read from the workspace any more")
     return report.file_contents[path]

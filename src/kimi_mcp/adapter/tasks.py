@@ -4,10 +4,11 @@ to run as a task becomes a *background task whose id is its job's id*.
 The call runs inline up to the job's submission (arguments, workspace and the client's roots, context
 files, prompt: an error or a roots request is answered at once, as without tasks); then, instead of
 waiting, the ``tools/call`` returns a ``CreateTaskResult``. ``tasks/get`` reads the job (its progress as
-``statusMessage``; once finished, the tool's own result, budget and masking included), ``tasks/cancel``
-interrupts its turn like ``kimi_job(action="cancel")``. A task is the job: ``kimi_job`` and ``kimi_jobs``
-see it, and the job store keeps its result whatever becomes of the task. A client that does not declare the
-extension on a call (handshake-era connections, ``claude -p``) gets today's behaviour (``wait_s``).
+``statusMessage``, its events for the client as log notifications; once finished, the tool's own result,
+budget and masking included), ``tasks/cancel`` interrupts its turn like ``kimi_job(action="cancel")``. A task
+is the job: ``kimi_job`` and ``kimi_jobs`` see it, and the job store keeps its result whatever becomes of the
+task. A client that does not declare the extension on a call (handshake-era connections, ``claude -p``) gets
+today's behaviour (``wait_s``).
 
 Nothing of ``fastmcp-tasks`` (Docket) is imported: its import costs seconds at every start, it runs the tool
 body as a queued execution and re-enters it per answer, while here the job already is the durable,
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -38,7 +40,7 @@ from mcp_types import INVALID_PARAMS, RequestParams, Result
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ConfigDict, Field
 
-from .._logging import get_logger
+from .._logging import CLIENT_EVENTS, get_logger
 from ..models import GOING
 from .submitted import SUBMITTED
 
@@ -274,6 +276,7 @@ class JobTasks(ServerExtension):
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
         self._check(ctx)
         task = await self._task(params.task_id)
+        await _relay_events(ctx, [job.job_id for job in task.jobs] if task is not None else [params.task_id])
         if task is None:
             return await self._stored(params.task_id)
         now = datetime.now(UTC).isoformat()
@@ -382,6 +385,24 @@ def _questions() -> ModuleType:
     from . import questions  # start-up speed: loads the job manager
 
     return questions
+
+
+async def _relay_events(ctx: ServerRequestContext[Any, Any], jobs: list[str]) -> None:
+    """The events of the task's jobs (``jobs``, their ids), as log notifications of this ``tasks/get``: a
+    task's client polls it instead of waiting in the call (``client.relay_events``); never fails the request."""
+    for event in CLIENT_EVENTS.take_jobs(jobs):
+        try:
+            with warnings.catch_warnings():  # the logging capability is deprecated on 2026-07-28: still sent
+                warnings.simplefilter("ignore")
+                await ctx.session.send_log_message(
+                    level=event.level,  # type: ignore[arg-type]
+                    data={"msg": event.message, "extra": None},  # as FastMCP's Context.log sends it
+                    logger="kimi-mcp",
+                    related_request_id=ctx.request_id,
+                )
+        except Exception as exc:
+            log.debug("event not relayed: %s", exc)
+            return
 
 
 def _opted_in(context: Context) -> bool:

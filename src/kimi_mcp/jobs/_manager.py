@@ -23,7 +23,7 @@ from ..errors import BadInput, KimiMCPError, SessionError
 from ..finish import result_class
 from ..job_spec import JobSpec
 from ..models import ErrorInfo, JobProgress, JobStatus, MessageInfo, QuestionInfo, TaskResult
-from ..scope import Scope
+from ..scope import DAILY_USED, Scope, TokenMeter
 from ..task import RunWatch
 from ._store import (
     FINISHED,
@@ -64,6 +64,7 @@ class Job:
         self.on_question: Callable[[], None] = lambda: None  # the manager records the change at once
         scope.sink = self.on_progress
         scope.inbox.on_change = self._question_changed
+        scope.job_id = self.job_id
 
     def on_progress(self, message: str) -> None:
         self.activity = message
@@ -270,6 +271,7 @@ class JobManager:
         result.status = "interrupted" if self._stopping and not result.success else status_of(result)
         result.progress = None
         result.session_id = result.session_id or job.watch.session_id
+        warn_daily(result, job.scope.tokens)
         with self._lock:
             if job.result is not None:  # recorded as interrupted at shutdown already
                 return
@@ -444,6 +446,16 @@ class JobManager:
             store.close()
         if self.executor is not None:
             self.executor.close()
+
+
+def warn_daily(result: TaskResult, meter: TokenMeter) -> None:
+    """The job whose tokens take the day past ``DAILY_WARNING`` of its budget says so on its own result
+    (a job that started past it already carries the warning from its call)."""
+    usage = result.usage
+    own = usage.input_tokens + usage.output_tokens if usage is not None else 0
+    warning = meter.daily_warning(own)
+    if warning is not None and not any(DAILY_USED in note for note in result.notes):
+        result.notes.append(warning)
 
 
 def deliver(job: Job, kind: str, payload: dict) -> None:

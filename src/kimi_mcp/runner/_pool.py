@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._logging import CLIENT, get_logger
+from .._logging import CLIENT, for_client, get_logger
 from ..session import KimiSession
 
 log = get_logger("pool")
@@ -174,14 +174,19 @@ class SessionPool:
             "standby Kimi starting for %s (%s)", key.workspace, "read-only" if key.read_only else "write"
         )
 
-    def take(self, key: StandbyKey, cancel: threading.Event, deadline: float) -> KimiSession | None:
-        """A ready standby for ``key`` if there is one and the workspace still matches, else ``None``."""
+    def take(
+        self, key: StandbyKey, cancel: threading.Event, deadline: float, job_id: str | None = None
+    ) -> KimiSession | None:
+        """A ready standby for ``key`` if there is one and the workspace still matches, else ``None``;
+        ``job_id``: the taking job (what happened is told its client)."""
         with self._lock:
             standby = self._standbys.pop(key, None)
         if standby is None:
             return None
         if workspace_signature(Path(key.workspace), key.lists_workspace) != standby.signature:
-            log.info("workspace changed since the standby started; starting a fresh Kimi", extra=CLIENT)
+            log.info(
+                "workspace changed since the standby started; starting a fresh Kimi", extra=for_client(job_id)
+            )
             self._retire_standby(standby)
             return None
         while not standby.ready.wait(0.05):  # still starting: waiting beats a cold start
@@ -193,7 +198,7 @@ class SessionPool:
             if session is not None:
                 self.retire(session, graceful=False)
             return None
-        log.info("using the standby Kimi for %s", key.workspace, extra=CLIENT)
+        log.info("using the standby Kimi for %s", key.workspace, extra=for_client(job_id))
         return session
 
     def _add(self, table: dict, key: object, holder: _Standby, idle: float, limit: int) -> list[_Standby]:
@@ -243,10 +248,12 @@ class SessionPool:
             self._retire_standby(old, graceful=True)
         return True
 
-    def take_live(self, session_id: str, model: str | None = None) -> KimiSession | None:
+    def take_live(
+        self, session_id: str, model: str | None = None, job_id: str | None = None
+    ) -> KimiSession | None:
         """The live session ``session_id``, ready for the next turn, or ``None`` (gone: resume it). A live
         session started with another ``model`` is closed first (Kimi saves the conversation on its exit),
-        so the follow-up resumes the conversation with the model asked for."""
+        so the follow-up resumes the conversation with the model asked for; ``job_id``: the taking job."""
         with self._lock:
             live = self._live.pop(session_id, None)
         if live is None:
@@ -255,7 +262,7 @@ class SessionPool:
             log.info(
                 "the live Kimi session runs another model; resuming it with %s",
                 model or "the default",
-                extra=CLIENT,
+                extra=for_client(job_id),
             )
             self._close_now(live)  # not in the background: the resumed Kimi must not overlap it
             return None

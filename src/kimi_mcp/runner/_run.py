@@ -155,9 +155,9 @@ class TaskRun:
         pool, request, key = self.runner.pool, self.request, self.key
         assert self.install is not None and key is not None
         if request.session_id is not None:  # a follow-up: its live Kimi, else Kimi resumes the conversation
-            session = pool.take_live(request.session_id, key.model)
+            session = pool.take_live(request.session_id, key.model, self.scope.job_id)
         elif self.settings.standby != "off":
-            session = pool.take(key, self.cancel, self.deadline)
+            session = pool.take(key, self.cancel, self.deadline, self.scope.job_id)
         else:
             session = None
         self.result.warm_start = session is not None

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from .._logging import CLIENT, get_logger
+from .._logging import for_client, get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
 from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
 from ..scope import Scope
@@ -201,7 +201,7 @@ class KimiSession:
             "running the automated login (%s, platform %s)",
             self.driver.name,
             self._login.platform,
-            extra=CLIENT,
+            extra=for_client(self.scope.job_id),
         )
         try:
             model = self.driver.login(self.term, self._login)
@@ -211,7 +211,7 @@ class KimiSession:
             raise
         self._logged_in_here = True
         self._progress(f"logged in; model {model}")
-        log.info("automated login done; model %s", model, extra=CLIENT)
+        log.info("automated login done; model %s", model, extra=for_client(self.scope.job_id))
         self.state = State.STARTING
 
     def close(self) -> None:

@@ -60,6 +60,7 @@ def register_tools(
     mcp.add_middleware(_LoadTools(load))
     mcp.add_middleware(_ArgumentErrors())
     mcp.add_middleware(_RelayEvents())
+    mcp.add_middleware(_ResourceErrors())
     return names
 
 
@@ -119,16 +120,31 @@ class _ArgumentErrors(Middleware):
 
 
 class _RelayEvents(Middleware):
-    """After each tool call, the events kept for the client go out as log notifications of it (during a
-    long call the wait relays them as they come; a client reads notifications of its tool calls)."""
+    """After each tool call, its events go out as log notifications of it (a client reads notifications of
+    its tool calls): those of the job it names (``job_id``) and the server-wide ones its client has not had
+    yet. A job's events also go to the calls that wait for it, as they come (``_mcp.wait_for_job``)."""
 
     async def on_call_tool(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
         result = await call_next(context)
-        if CLIENT_EVENTS.pending():
-            from ..adapter.client import relay_events  # loads with the tools (start-up speed)
+        ctx = context.fastmcp_context
+        if ctx is not None:
+            from ..adapter.client import client_key, relay_events  # loads with the tools (start-up speed)
 
-            await relay_events(context.fastmcp_context)
+            job_id = (context.message.arguments or {}).get("job_id")
+            jobs = [job_id.strip()] if isinstance(job_id, str) else []
+            if CLIENT_EVENTS.pending(client_key(ctx), jobs):
+                await relay_events(ctx, jobs)
         return result
+
+
+class _ResourceErrors(Middleware):
+    """A job resource that is not there is the MCP spec's "resource not found" (``resources.not_found``;
+    added with the server, as the resources load with the tools, at the first request)."""
+
+    async def on_read_resource(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
+        from ..adapter.resources import not_found  # loads with the tools (start-up speed)
+
+        return await not_found(context, call_next)
 
 
 #: the jobs of every server of this process whose tools are loaded (a server with none loaded has no job)

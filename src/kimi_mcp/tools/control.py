@@ -7,21 +7,41 @@ import time
 from typing import Annotated, Literal
 
 import anyio
+import mcp_types
 from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
+from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from ..adapter.client import to_tool_result
+from ..adapter.budget import result_json
+from ..adapter.client import error_text, to_tool_result
 from ..adapter.pipeline import Backend, Reply, current_backend, stored_reply
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED
 from ..models import TaskResult
+from ..scope import Delivery, SteerMode
 from ._params import IN_ONE_MESSAGE, writes
 from .jobs import _failure, job_record
 
 MAX_MESSAGE_CHARS = (
     200_000  # the message limit itself is Kimi's (KIMI_MCP_MAX_MESSAGE_TOKENS), checked by the run
 )
+DELIVERY: dict[SteerMode, Delivery] = {"steer": "in_turn", "queue": "next_turn", "interrupt": "next_turn"}
+UNKNOWN_JOB = (
+    "kimi_jobs lists recent jobs with their job_id and session_id; a job that finished takes no message: send "
+    "a follow-up in its conversation with kimi_continue(session_id, message)."
+)
+
+
+class SteerResult(TaskResult):
+    """``kimi_steer``'s answer: the job's status (the fields of its tool's result) and how the message
+    reaches Kimi."""
+
+    delivered: Delivery | None = Field(
+        default=None,
+        description="How the message reaches Kimi: in_turn (steer: typed into the running turn), next_turn "
+        "(queue, interrupt: sent as the next turn); null: not sent (see error)",
+    )
 
 
 @tool(
@@ -32,7 +52,7 @@ MAX_MESSAGE_CHARS = (
         "messages that reached Kimi (messages). A finished job: use kimi_continue(session_id, message)."
     ),
     annotations=writes("Kimi: steer a running job"),
-    output_schema=TaskResult.model_json_schema(),
+    output_schema=SteerResult.model_json_schema(),
 )
 async def kimi_steer(
     job_id: Annotated[str, Field(description="The running job (its job_id)", max_length=100)],
@@ -48,7 +68,13 @@ async def kimi_steer(
             raise BadInput("message is empty")
         if len(message) > MAX_MESSAGE_CHARS:
             raise BadInput(f"message is {len(message)} characters; at most {MAX_MESSAGE_CHARS} are sent")
-        record = await job_record(backend, job_id)
+        try:
+            record = await job_record(backend, job_id)
+        except (
+            BadInput
+        ) as exc:  # an unknown job: maybe a finished conversation, whose follow-up is kimi_continue
+            exc.suggestion = UNKNOWN_JOB
+            raise
         if record.status in FINISHED:
             raise BadInput(
                 f"job {record.job_id} is {record.status}: it has no running turn to send a message to",
@@ -66,5 +92,13 @@ async def kimi_steer(
         result.notes = [
             f"Message queued for Kimi ({mode}); kimi_job(job_id={job.job_id!r}) waits for the result."
         ]
-        return to_tool_result(result, backend.settings)
-    return stored_reply(backend, record)
+        return _delivered(to_tool_result(result, backend.settings), mode)
+    return _delivered(stored_reply(backend, record), mode)
+
+
+def _delivered(reply: ToolResult, mode: SteerMode) -> ToolResult:
+    """The job's status with ``delivered``: how the message reaches Kimi (every field of the status kept)."""
+    payload = {**(reply.structured_content or {}), "delivered": DELIVERY[mode]}
+    text = error_text(payload) if reply.is_error else result_json(payload)
+    content = [mcp_types.TextContent(type="text", text=text), *reply.content[1:]]
+    return ToolResult(content=content, structured_content=payload, is_error=reply.is_error)

@@ -12,10 +12,11 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 
 from ..adapter.budget import result_json
-from ..adapter.pipeline import DAILY_WARNING, Backend, current_backend, daily_warning
+from ..adapter.pipeline import Backend, current_backend
 from ..jobs import DAY_S
 from ..models import ErrorInfo
 from ..remote import broker
+from ..scope import DAILY_WARNING, daily_warning
 from ..status import StatusReport, status_report
 from ._params import reads
 

@@ -6,6 +6,7 @@ the session does): a question reaches the caller as an elicitation form (both pr
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -182,11 +183,56 @@ def test_kimi_steer_reaches_the_running_job_and_a_finished_job_names_kimi_contin
 
     steered, done, late, blank = run(body)
     assert steered["error"] is None and "Message queued" in steered["notes"][0]
+    assert (
+        steered["delivered"] == "in_turn" and steered["job_id"] and steered["status"] in ("running", "done")
+    )
     assert done["status"] == "done"
     (message,) = runner.got
     assert (message.text, message.mode) == ("use blue", "steer")
     assert late["error"]["type"] == "bad_input" and "kimi_continue" in late["error"]["suggestion"]
     assert blank.structured_content["error"]["type"] == "bad_input"
+
+
+@pytest.mark.parametrize(("mode", "delivered"), [("queue", "next_turn"), ("interrupt", "next_turn")])
+def test_kimi_steer_says_how_its_message_reaches_kimi(workspace: Path, mode: str, delivered: str) -> None:
+    got: list[Any] = []
+
+    def runner(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        end = time.monotonic() + 10
+        while not got and time.monotonic() < end:
+            got.extend(filter(None, [scope.inbox.next_message(("steer", "queue", "interrupt"))]))
+            time.sleep(0.01)
+        return TaskResult(success=True, workspace=str(request.workspace), output=f"got {got!r}")
+
+    async def body():
+        async with Client(create_server(Settings(), run=runner)) as client:
+            first = (await client.call_tool("kimi_code_task", task_args(workspace, wait_s=0))).data
+            steered = await client.call_tool(
+                "kimi_steer", {"job_id": first.job_id, "message": "then blue", "mode": mode}
+            )
+            await client.call_tool("kimi_job", {"job_id": first.job_id, "wait_s": 10})
+            tool = next(t for t in await client.list_tools() if t.name == "kimi_steer")
+            return steered, tool
+
+    steered, tool = run(body)
+    assert [message.mode for message in got] == [mode]
+    assert steered.structured_content["delivered"] == delivered
+    assert json.loads(steered.content[0].text)["delivered"] == delivered  # the text says the same
+    schema = tool.output_schema["properties"]["delivered"]  # the tool's schema describes it
+    assert {"enum": ["in_turn", "next_turn"], "type": "string"} in schema["anyOf"]
+
+
+def test_kimi_steer_on_an_unknown_job_names_kimi_continue(workspace: Path) -> None:
+    async def body():
+        async with Client(create_server(Settings(), run=AskingRunner(question=None))) as client:
+            return await client.call_tool(
+                "kimi_steer", {"job_id": "job_0000000000000000", "message": "hi"}, raise_on_error=False
+            )
+
+    result = run(body)
+    error = result.structured_content["error"]
+    assert result.is_error and error["type"] == "bad_input" and "unknown job_id" in error["message"]
+    assert "kimi_continue(session_id" in error["suggestion"] and "kimi_jobs" in error["suggestion"]
 
 
 def test_the_daily_token_budget_refuses_a_call_before_kimi_starts(workspace: Path) -> None:
@@ -250,8 +296,13 @@ def test_inside_a_task_the_question_makes_it_input_required_and_tasks_update_ans
     )
 
 
-def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(workspace: Path) -> None:
+@pytest.mark.parametrize("metered", [True, False])  # the run's meter saw the tokens; only the result says so
+def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(
+    workspace: Path, metered: bool
+) -> None:
     def costly(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        if metered:
+            scope.tokens.record(scope, 1, 850)
         return TaskResult(
             success=True, workspace=str(request.workspace), usage={"input_tokens": 800, "output_tokens": 50},
             notes=list(scope.notes),
@@ -265,7 +316,26 @@ def test_from_80_percent_of_the_daily_budget_results_and_kimi_status_warn(worksp
             return first.structured_content, second.structured_content, status.structured_content
 
     first, second, status = run(body)
-    assert not any("KIMI_MCP_DAILY_TOKENS" in n for n in first["notes"])  # 0 used before it
-    assert any("850 of the daily 1000 tokens" in n for n in second["notes"]), second["notes"]
+    # 0 used before it: the job that crossed 80 % says so itself
+    assert [n for n in first["notes"] if "KIMI_MCP_DAILY_TOKENS" in n] == [
+        "850 of the daily 1000 tokens (KIMI_MCP_DAILY_TOKENS) are used in the last 24 hours: 85%"
+    ], first["notes"]
+    daily = [n for n in second["notes"] if "KIMI_MCP_DAILY_TOKENS" in n]
+    assert len(daily) == 1 and "850 of the daily 1000 tokens" in daily[0], second["notes"]  # said once
     assert status["daily_tokens_used"] == 1700
     assert any("1700 of the daily 1000" in w for w in status["warnings"])
+
+
+def test_a_job_that_stays_below_80_percent_of_the_daily_budget_does_not_warn(workspace: Path) -> None:
+    def cheap(request, settings, *, scope, watch=None, **_kw) -> TaskResult:
+        scope.tokens.record(scope, 1, 790)
+        return TaskResult(
+            success=True, workspace=str(request.workspace), usage={"input_tokens": 700, "output_tokens": 90}
+        )
+
+    async def body():
+        async with Client(create_server(Settings(daily_tokens=1000), run=cheap)) as client:
+            return (await client.call_tool("kimi_code_task", task_args(workspace))).structured_content
+
+    result = run(body)
+    assert result["success"] is True and not any("KIMI_MCP_DAILY_TOKENS" in n for n in result["notes"])

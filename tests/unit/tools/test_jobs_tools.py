@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from pathlib import Path
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from kimi_mcp.config import Settings
 from kimi_mcp.models import ErrorInfo, TaskResult, TruncatedItem
@@ -327,12 +330,11 @@ def test_what_the_budget_cut_stays_reachable_as_resources(workspace: Path) -> No
             links = [c for c in result.content if c.type == "resource_link"]
             texts = {str(link.uri): (await client.read_resource(link.uri))[0].text for link in links}
             job = result.structured_content["job_id"]
-            with pytest.raises(Exception, match="did not create or modify"):
+            with pytest.raises(MCPError, match="did not create or modify") as other:
                 await client.read_resource(f"kimi-mcp://jobs/{job}/files/src/other.py")
-            with pytest.raises(Exception, match="not found|did not create or modify"):
+            assert other.value.code == INVALID_PARAMS  # resource not found
+            with pytest.raises(MCPError, match="not found|did not create or modify"):
                 await client.read_resource(f"kimi-mcp://jobs/{job}/files/..%2F..%2Fetc%2Fpasswd")
-            with pytest.raises(Exception, match="no finished job"):
-                await client.read_resource("kimi-mcp://jobs/job_0000000000000000/output")
             return result.structured_content, links, texts
 
     data, links, texts = run(body)
@@ -343,6 +345,43 @@ def test_what_the_budget_cut_stays_reachable_as_resources(workspace: Path) -> No
     assert texts[cuts["output"]["uri"]] == "answer " * 3_000
     assert texts[cuts["huge.log"]["uri"]] == big * 3  # cut by the tracker: read from the workspace
     assert cuts["huge.log"]["size_bytes"] == len(big) * 3
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_an_unknown_jobs_resource_is_resource_not_found_without_a_traceback(
+    workspace: Path, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The MCP spec's "resource not found": INVALID_PARAMS with the URI in ``data`` (not an internal error),
+    also as the first request after connecting; a client's wrong URI logs no warning and no traceback (above
+    debug; FastMCP's own logger is heard too, whether or not it propagates)."""
+    uris = [f"kimi-mcp://jobs/job_0000000000000000/{name}" for name in ("output", "diff", "files/a%20b.py")]
+    caplog.set_level(logging.DEBUG)
+    fastmcp_log = logging.getLogger("fastmcp")
+    fastmcp_log.addHandler(caplog.handler)
+
+    async def body() -> list[MCPError]:
+        errors = []
+        async with Client(create_server(Settings(), run=GatedRunner(workspace)), mode=mode) as client:
+            for uri in uris:
+                with pytest.raises(MCPError) as raised:
+                    await client.read_resource(uri)
+                errors.append(raised.value)
+        return errors
+
+    try:
+        errors = run(body)
+    finally:
+        fastmcp_log.removeHandler(caplog.handler)
+    for uri, error in zip(uris, errors, strict=True):
+        assert error.code == INVALID_PARAMS, (error.code, error.message)
+        assert error.data == {"uri": uri}
+        assert "no finished job 'job_0000000000000000'" in error.message and "kimi_jobs" in error.message
+    loud = [
+        r
+        for r in caplog.records
+        if r.levelno >= logging.WARNING or (r.exc_info and r.levelno > logging.DEBUG)
+    ]
+    assert not loud, [(r.name, r.levelname, r.getMessage()) for r in loud]
 
 
 def test_the_model_reaches_kimi_and_a_follow_up_keeps_its_conversations_model(workspace: Path) -> None:
