@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import assert_never
 
 from .._logging import get_logger
 from ..drivers.base import (
@@ -29,9 +29,6 @@ from ..drivers.base import (
     WireEvent,
 )
 from ..errors import KimiMCPError
-
-if TYPE_CHECKING:
-    pass
 
 log = get_logger("session")
 
@@ -242,7 +239,7 @@ class SessionLog:
     def exclude_existing(self) -> None:
         """The logs that exist now belong to other sessions (called at spawn, and when a standby is
         taken)."""
-        self._not_ours = set(self.driver.wire_logs(self.env))
+        self._not_ours = set(self.driver.wire_logs(self.env, self.workspace))
 
     def resume(self, session_id: str) -> bool:
         """Tail the log of an earlier session Kimi resumed, from its current end (its earlier turns are
@@ -282,15 +279,16 @@ class SessionLog:
     def _find_by_prompt(self) -> Path | None:
         """Our session log when the screen never showed the session id (e.g. it scrolled away).
 
-        Candidates are logs that did not exist when we spawned Kimi; ours is the one whose first prompt
-        is ours, which stays unambiguous when several sessions run in the same workspace.
+        Candidates are the logs of this workspace's conversations (Kimi keeps them in a folder keyed by the
+        work directory: parallel attempts of one prompt, each on its own copy, never see each other's) that
+        did not exist when we spawned Kimi; ours is the one whose first prompt is ours.
         """
         now = time.monotonic()
         if self._prompt is None or now - self._last_search < SEARCH_EVERY:
             return None
         self._last_search = now
         wanted = self._prompt.strip()[:PROMPT_KEY]
-        for path in self.driver.wire_logs(self.env):
+        for path in self.driver.wire_logs(self.env, self.workspace):
             if path in self._not_ours:
                 continue
             first = self._first_prompt(path)

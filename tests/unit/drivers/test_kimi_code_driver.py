@@ -345,13 +345,17 @@ def test_parse_wire_broken_or_unknown_line(driver: KimiCodeDriver, line: str) ->
 
 def test_wire_log_location(driver: KimiCodeDriver, tmp_path: Path) -> None:
     home = tmp_path / "kimi-home"
-    log = home / "sessions" / "wd_work_0123abcd" / SID / "agents" / "main" / "wire.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text("")
+    work = tmp_path / "work"
+    log = home / "sessions" / driver.store_key(str(work)) / SID / "agents" / "main" / "wire.jsonl"
+    other = home / "sessions" / "wd_work_0123456789ab" / "session_x" / "agents" / "main" / "wire.jsonl"
+    for path in (log, other):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
     env = {"KIMI_CODE_HOME": str(home)}
     assert driver.wire_log(env, tmp_path, SID) == log
     assert driver.wire_log(env, tmp_path, None) is None
-    assert driver.wire_logs(env) == [log]
+    assert driver.wire_logs(env, work) == [log]  # only the conversations started in that workspace
+    assert driver.wire_logs(env, tmp_path / "elsewhere") == []
     assert driver.session_id_of(log) == SID
 
 
