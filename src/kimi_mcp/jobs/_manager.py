@@ -62,8 +62,14 @@ class Job:
         self.result: TaskResult | None = None
         self.published_screen = ""  # the screen last written to the store
         self.on_question: Callable[[], None] = lambda: None  # the manager records the change at once
+        self.on_session: Callable[[], None] = lambda: None  # the manager records Kimi's session id at once
         scope.sink = self.on_progress
         scope.inbox.on_change = self._question_changed
+        scope.on_session = self._session_found
+
+    def _session_found(self, session_id: str) -> None:
+        self.watch.session_id = session_id
+        self.on_session()
 
     def on_progress(self, message: str) -> None:
         self.activity = message
@@ -242,6 +248,7 @@ class JobManager:
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
         job.on_question = lambda: self._record_question(job)
+        job.on_session = lambda: self._record_session(job)
         with self._lock:
             if self._stopping:
                 raise SessionError("the server is shutting down", retryable=True)
@@ -314,6 +321,7 @@ class JobManager:
         job = Job(record, result_class(record.tool), Scope(deadline=float("inf")))
         job.watch.session_id = record.session_id
         job.on_question = lambda: self._record_question(job)
+        job.on_session = lambda: self._record_session(job)
         with self._lock:
             self._jobs[job.job_id] = job
             self._start_ticker()
@@ -414,6 +422,14 @@ class JobManager:
             )  # fmt: skip
         except Exception as exc:
             log.debug("job %s: question not recorded: %s", job.job_id, exc)
+
+    def _record_session(self, job: Job) -> None:
+        """Kimi's session id is in the store as soon as Kimi has one: a job whose server dies mid-turn keeps
+        its conversation (``kimi_continue``)."""
+        try:
+            self.store.update(job.job_id, session_id=job.watch.session_id)
+        except Exception as exc:
+            log.debug("job %s: session id not recorded: %s", job.job_id, exc)
 
     # -- what callers send a running job ---------------------------------------------------------------
     def send(self, job_id: str, kind: str, payload: dict) -> None:

@@ -209,7 +209,7 @@ class WireTail:
 
 class SessionLog:
     """This session's log: found by the session id on screen (or by its first prompt), tailed, and folded
-    into :attr:`trace`, the current turn."""
+    into :attr:`trace`, the current turn. ``on_session`` is told the session id as soon as it is known."""
 
     def __init__(
         self,
@@ -219,6 +219,7 @@ class SessionLog:
         *,
         screen_text: Callable[[], str],
         progress: Callable[[str], None],
+        on_session: Callable[[str], None] = lambda _session_id: None,
     ) -> None:
         self.driver = driver
         self.env = env
@@ -227,6 +228,7 @@ class SessionLog:
         self.trace = TurnTrace()
         self._screen_text = screen_text
         self._progress = progress
+        self._on_session = on_session
         self._prompt: str | None = None
         self._tail: WireTail | None = None
         self._not_ours: set[Path] = set()
@@ -235,6 +237,12 @@ class SessionLog:
     @property
     def found(self) -> bool:
         return self._tail is not None
+
+    def name(self, session_id: str | None) -> None:
+        """Kimi's session id, once known (read from its screen, or from the log found): told at once."""
+        if session_id and session_id != self.session_id:
+            self.session_id = session_id
+            self._on_session(session_id)
 
     def exclude_existing(self) -> None:
         """The logs that exist now belong to other sessions (called at spawn, and when a standby is
@@ -247,7 +255,7 @@ class SessionLog:
         path = self.driver.wire_log(self.env, self.workspace, session_id)
         if path is None:
             return False
-        self.session_id = session_id
+        self.name(session_id)
         self._tail = WireTail(path, from_end=True)
         return True
 
@@ -259,7 +267,7 @@ class SessionLog:
     def read(self) -> None:
         """Fold whatever the log gained since the last read into the current turn."""
         if self.session_id is None:  # some dialects only create the session on the first message
-            self.session_id = self.driver.session_id(self._screen_text())
+            self.name(self.driver.session_id(self._screen_text()))
         if self._tail is None:
             path = self.driver.wire_log(self.env, self.workspace, self.session_id)
             if path is None and self.session_id is None:
@@ -293,7 +301,7 @@ class SessionLog:
                 continue
             first = self._first_prompt(path)
             if first is not None and first.strip()[:PROMPT_KEY] == wanted:
-                self.session_id = self.driver.session_id_of(path)
+                self.name(self.driver.session_id_of(path))
                 return path
         return None
 

@@ -131,6 +131,23 @@ def test_a_standby_taken_later_ignores_logs_that_appeared_meanwhile(tmp_path: Pa
     assert kimi.scope is scope and kimi.cancel is scope.cancel and kimi.deadline == scope.deadline
 
 
+def test_the_calls_scope_learns_kimis_session_id_when_it_is_found_and_when_it_is_bound(
+    tmp_path: Path,
+) -> None:
+    """Issue 29 item 8: the job records the id as soon as Kimi has one, also for a standby taken later."""
+    kimi = session(tmp_path)
+    told: list[str] = []
+    kimi.scope.on_session = told.append
+    kimi.wire.name(None)  # nothing on screen yet
+    kimi.wire.name("sid-1")
+    kimi.wire.name("sid-1")  # told once
+    assert told == ["sid-1"] and kimi.session_id == "sid-1"
+    later, told_later = Scope(deadline=time.monotonic() + 5), []
+    later.on_session = told_later.append
+    kimi.bind(later)  # a standby (or live session) taken by a later call
+    assert told_later == ["sid-1"]
+
+
 # ----------------------------------------------------------------------------------- the wait primitive
 
 

@@ -143,10 +143,15 @@ def test_progress_names_what_a_call_touches_in_short() -> None:
 # ----------------------------------------------------------------------------------- finding the log
 
 
-def legacy_log(tmp_path: Path, progress: list[str], screen: list[str]) -> SessionLog:
+def legacy_log(
+    tmp_path: Path, progress: list[str], screen: list[str], told: list[str] | None = None
+) -> SessionLog:
     driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
     env = {"KIMI_SHARE_DIR": str(tmp_path / "share"), "HOME": str(tmp_path)}
-    return SessionLog(driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append)
+    return SessionLog(
+        driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append,
+        on_session=(told if told is not None else []).append,
+    )  # fmt: skip
 
 
 def record(kind: str, payload: dict) -> str:
@@ -261,6 +266,22 @@ def test_a_log_in_a_workspace_spelt_through_a_symlink_is_found(tmp_path: Path) -
     path = write_keyed(wire, real, SID, prompt_record("fix it"))
     wire.read()
     assert wire.found and wire.session_id == SID and wire._tail is not None and wire._tail.path == path
+
+
+def test_the_session_id_is_told_once_as_soon_as_it_is_known(tmp_path: Path) -> None:
+    """Found by the prompt, named on screen, or resumed: whoever needs it (the job) is told at once."""
+    told: list[str] = []
+    screen = ["no session id shown"]
+    wire = legacy_log(tmp_path, [], screen, told)
+    wire.begin_turn("fix it")
+    write_log(tmp_path, SID, prompt_record("fix it"))
+    wire.read()
+    screen[0] = f"Session: {SID}"
+    wire.read()
+    assert told == [SID]
+    legacy_log(tmp_path, [], [f"Session: {SID}"], told).read()  # no log needed: the screen names it
+    assert legacy_log(tmp_path, [], [""], told).resume(SID)
+    assert told == [SID, SID, SID]
 
 
 def test_the_search_by_prompt_is_not_repeated_at_every_look(tmp_path: Path) -> None:
