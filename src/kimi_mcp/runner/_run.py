@@ -20,14 +20,14 @@ from .. import tracker
 from .._logging import get_logger
 from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, check_node, find_binary, probe
-from ..errors import KimiMCPError, SessionError, StartupFault
+from ..errors import KimiMCPError, SessionError
 from ..models import ErrorInfo, MessageInfo, TaskResult, Usage
 from ..scope import Delivered, Message, Scope
 from ..secrets import WorkspaceSecrets, configured_secrets
 from ..session import KimiSession, TurnTrace, merged
 from ..task import RunWatch, TaskRequest
 from ..workspace import inside_prefixes
-from . import _factory
+from . import _factory, _restart
 from ._evidence import build_evidence, fill_changes, private_dirs
 from ._pool import StandbyKey
 from ._slots import Claim, Hold, acquire
@@ -164,19 +164,13 @@ class TaskRun:
         if session is not None:
             session.bind(self.scope)
         else:
-            session = self._new_session()
+            assert self.install is not None
+            session = _factory.call_session(
+                self.install, request, self.settings, self.env, self.scope, self.model_flag
+            )
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too
         stack.callback(self._end_session)  # the call's session then (a start-up fault replaces it)
-
-    def _new_session(self) -> KimiSession:
-        """A Kimi started for this call (it resumes the conversation of a follow-up)."""
-        request = self.request
-        assert self.install is not None
-        return _factory.new_session(
-            self.install, request.workspace, request.read_only, self.settings, self.env,
-            scope=self.scope, resume=request.session_id, model=self.model_flag, login_model=request.model,
-        )  # fmt: skip
 
     def _start(self, stack: ExitStack) -> None:
         assert self.session is not None and self.install is not None
@@ -203,7 +197,7 @@ class TaskRun:
         self.watch.starting = False
         self.scope.prepare = self._prepared
         traces = self.traces
-        traces.append(self._first_turn(message))
+        traces.append(_restart.first_turn(self, message))
         while traces[-1].error is None and (follow := self._next_message()) is not None:
             if not self.session.ready_again(limit=5.0):
                 self.scope.note(
@@ -216,25 +210,6 @@ class TaskRun:
         self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error
-
-    def _first_turn(self, message: str) -> TurnTrace:
-        """The call's turn; a start-up fault (Kimi looked ready but was not: its turn never began, the message
-        never reached the model) is retried once in a fresh Kimi."""
-        assert self.session is not None
-        try:
-            return self.session.run_turn(message)
-        except StartupFault as fault:
-            log.warning("start-up fault (%s); starting a fresh Kimi", fault.message)
-            self.progress(f"Kimi was not ready after all ({fault.message}); starting a fresh Kimi")
-        old = self.session
-        old.close()
-        self.runner.pool.release(old)
-        self.result.warm_start = False
-        self.session = session = self._new_session()
-        self.runner.pool.adopt(session)
-        session.start()
-        self.watch.session_id = session.session_id or self.watch.session_id
-        return session.run_turn(message)
 
     def _next_message(self) -> Message | None:
         message = self.scope.inbox.next_message(("interrupt", "queue", "steer"))

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from kimi_mcp.config import Settings
+from kimi_mcp.drivers import KimiInstall
 from kimi_mcp.errors import StartupFault
-from kimi_mcp.runner import Runner, TaskRequest
+from kimi_mcp.runner import Runner, TaskRequest, _factory
+from kimi_mcp.runner._restart import first_turn
 from kimi_mcp.runner._run import TaskRun
 from kimi_mcp.scope import Scope
 from kimi_mcp.session import TurnTrace
@@ -42,7 +44,10 @@ class Kimi:
         self.closed = True
 
 
-def call_with(tmp_path: Path, first: Kimi, fresh: list[Kimi]) -> tuple[TaskRun, list[str]]:
+def call_with(
+    tmp_path: Path, first: Kimi, fresh: list[Kimi], monkeypatch: pytest.MonkeyPatch
+) -> tuple[TaskRun, list[str]]:
+    """A call whose Kimi is ``first``; the Kimis it starts later are ``fresh``, in order."""
     progress: list[str] = []
     runner = Runner()
     call = TaskRun(
@@ -50,17 +55,25 @@ def call_with(tmp_path: Path, first: Kimi, fresh: list[Kimi]) -> tuple[TaskRun, 
         scope=Scope.detached(), environ={"HOME": str(tmp_path)},
     )  # fmt: skip
     call.scope.sink = progress.append
+    call.install = KimiInstall("/k/kimi", "2.1.0", "kimi-code")
     call.session = first  # type: ignore[assignment]
     call.result.warm_start = True  # it was a standby
     runner.pool.adopt(first)  # type: ignore[arg-type]
-    call._new_session = lambda: fresh.pop(0)  # type: ignore[method-assign]
+
+    def call_session(install, request, settings, env, scope, model):
+        assert request is call.request and scope is call.scope  # for this call, under its scope
+        return fresh.pop(0)
+
+    monkeypatch.setattr(_factory, "call_session", call_session)
     return call, progress
 
 
-def test_a_start_up_fault_is_retried_once_in_a_fresh_kimi(tmp_path: Path) -> None:
+def test_a_start_up_fault_is_retried_once_in_a_fresh_kimi(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second = Kimi("first", faults=1), Kimi("second", faults=0)
-    call, progress = call_with(tmp_path, first, [second])
-    trace = call._first_turn("fix the bug")
+    call, progress = call_with(tmp_path, first, [second], monkeypatch)
+    trace = first_turn(call, "fix the bug")
     assert trace.output == "answer from second"
     assert first.closed and first.sent == ["fix the bug"]  # the faulty Kimi is gone
     assert second.started and second.sent == ["fix the bug"] and call.session is second
@@ -73,10 +86,12 @@ def test_a_start_up_fault_is_retried_once_in_a_fresh_kimi(tmp_path: Path) -> Non
     assert second.closed and call.result.session_id == "session-second"
 
 
-def test_a_second_start_up_fault_is_reported_not_retried_again(tmp_path: Path) -> None:
+def test_a_second_start_up_fault_is_reported_not_retried_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first, second, third = Kimi("first", faults=1), Kimi("second", faults=1), Kimi("third", faults=0)
-    call, _ = call_with(tmp_path, first, [second, third])
+    call, _ = call_with(tmp_path, first, [second, third], monkeypatch)
     with pytest.raises(StartupFault) as caught:
-        call._first_turn("fix the bug")
+        first_turn(call, "fix the bug")
     assert caught.value.type == "session" and caught.value.retryable is True
     assert first.closed and second.started and not third.started and call.session is second
