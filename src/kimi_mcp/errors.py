@@ -75,6 +75,17 @@ class SessionError(KimiMCPError):
     type = "session"
 
 
+class StartupFault(SessionError):
+    """Kimi looked ready but was not (Kimi Code printing "LLM not set" although it showed its model): the message
+    never reached the model, so the runner starts a fresh Kimi and sends it once more before reporting this."""
+
+    default_suggestion = (
+        "Retry the call (a fresh Kimi was tried once already); if it keeps happening, run `kimi` by hand in the "
+        "workspace to see whether its model is set."
+    )
+    default_retryable = True
+
+
 class TaskTimeout(KimiMCPError):
     type = "timeout"
     default_suggestion = (

@@ -236,6 +236,9 @@ class Scope:
         self.prepare: Callable[[str], str] = lambda text: text
         #: Kimi's screen as text, masked (the session sets it when it is bound): ``kimi-mcp watch`` shows it
         self.screen: Callable[[], str] = lambda: ""
+        #: told Kimi's session id as soon as Kimi has one (the session calls it; the job records it at once, so
+        #: a job whose server dies mid-turn can still be continued)
+        self.on_session: Callable[[str], None] = lambda _session_id: None
         self.redactor = redactor or Redactor()
         self.tokens = tokens or TokenMeter()
         self.inbox = inbox or Inbox()

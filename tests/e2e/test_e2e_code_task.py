@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import anyio
+import not_ready_kimi
 import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
@@ -372,6 +373,31 @@ def test_same_prompt_twice_reads_its_own_session_log(
     assert first["files_created"] == ["first.txt"] and first["output"] == "wrote first.txt"
     assert second["files_created"] == ["second.txt"] and second["output"] == "wrote second.txt"
     assert first["session_id"] != second["session_id"]
+
+
+def test_llm_not_set_after_kimi_code_looked_ready_is_retried_once_in_a_fresh_kimi(
+    kimi_code_env: dict[str, str], fake: FakeMoonshot, workspace: Path, tmp_path: Path, home: Path
+):
+    """Issue 29 item 8: the first Kimi shows its model, then says "LLM not set" to the message (Kimi Code under
+    heavy load); the message never reached the model, so a fresh (real) Kimi Code gets it and the call
+    succeeds, with no trace of the fault but a progress message."""
+    real = Path(kimi_code_env["KIMI_MCP_KIMI_BIN"])
+    env = dict(
+        kimi_code_env, KIMI_MCP_KIMI_BIN=str(not_ready_kimi.wrapper(tmp_path, real)), KIMI_MCP_STANDBY="off"
+    )
+    fake.script([Reply.tool("Write", {"path": "made.txt", "content": "made\n"}), Reply.text_reply("made it")])
+    progress: list = []
+    result = call_tool(
+        env, workspace, tmp_path / "server.log", "kimi_code_task", {"task_description": "make it"}, progress
+    )
+    data = result.structured_content
+    assert data["success"] is True, data
+    assert data["output"] == "made it" and data["files_created"] == ["made.txt"]
+    assert (tmp_path / "not-ready-started").is_dir()  # the first Kimi was the one that was not ready
+    messages = [message for _, _, message in progress]
+    assert any("not ready after all" in (m or "") and "starting a fresh Kimi" in (m or "") for m in messages)
+    assert len(fake.chat_requests()) == 2  # the message reached the model once, from the fresh Kimi
+    assert not processes_with_home(home)
 
 
 @pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # Kimi Code retries with backoff, minutes long

@@ -1,13 +1,18 @@
 """Jobs and follow-ups end to end (real client → real server → real Kimi, both dialects): ``wait_s`` and
 ``kimi_job``, ``kimi_continue`` into the live Kimi and through Kimi's resume path, results across a
-server restart, cancellation, two servers on one job store, and a read-only conversation staying so."""
+server restart, a conversation continued after its server was killed mid-turn, cancellation, two servers
+on one job store, and a read-only conversation staying so."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from fake_moonshot import FakeMoonshot, Reply
 from fastmcp import Client
@@ -136,6 +141,48 @@ def test_results_survive_a_restart_and_a_job_running_at_exit_is_interrupted(
     assert done["status"] == "done" and again == done
     assert lost["status"] == "interrupted" and lost["error"]["type"] == "session"
     assert "kimi_continue" in lost["error"]["suggestion"]
+
+
+def test_a_job_whose_server_was_killed_mid_turn_can_be_continued(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """Issue 29 item 8: a job records Kimi's session id as soon as Kimi has one (Kimi Code makes it at the
+    first message), so a turn whose server was SIGKILLed is ``interrupted`` with its conversation, which
+    ``kimi_continue`` resumes after a restart."""
+    fake.script([Reply.tool(*kimi.write("b.txt", "b\n")), Reply.hang()], marker="HANGS-9K")
+    fake.script([Reply.text_reply("continued", requires="HANGS-9K")], marker="AGAIN-5M")
+    started: dict[str, str] = {}
+
+    async def first_server(client: Client):
+        running = await call(client, "kimi_code_task", {"task_description": "HANGS-9K", "wait_s": 0})
+        started["job_id"] = running["job_id"]
+        for _ in range(300):  # until Kimi has written b.txt and waits on the model
+            if (workspace / "b.txt").exists():
+                break
+            await asyncio.sleep(0.1)
+        server = next(
+            p for p in psutil.Process().children(recursive=True) if "kimi-mcp" in " ".join(p.cmdline())
+        )
+        os.kill(server.pid, signal.SIGKILL)
+
+    with contextlib.suppress(Exception):  # the client sees its server vanish
+        run(kimi, workspace, tmp_path / "one.log", first_server)
+    assert (workspace / "b.txt").exists() and started
+    for proc in processes_with_home(kimi.home):  # Kimi lost its terminal with the server: it exits
+        proc.wait(timeout=15)
+
+    async def second_server(client: Client):
+        lost = await call(client, "kimi_job", {"job_id": started["job_id"]})
+        again = await call(client, "kimi_continue", {"session_id": lost["session_id"], "message": "AGAIN-5M"})
+        return lost, again
+
+    lost, again = run(kimi, workspace, tmp_path / "two.log", second_server)
+    assert lost["status"] == "interrupted" and lost["session_id"], lost
+    assert again["success"] is True and again["output"] == "continued", (
+        again
+    )  # the killed turn is its history
+    assert again["session_id"] == lost["session_id"]
+    assert not processes_with_home(kimi.home)
 
 
 def test_cancel_returns_the_partial_changes_and_leaves_no_process(

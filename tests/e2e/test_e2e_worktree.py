@@ -2,8 +2,9 @@
 nothing in the user's tree (every file hashed before and after) and reports the exact change and diff;
 ``kimi_continue`` revises it in the same copy; ``kimi_apply`` lands it keeping the user's uncommitted edit;
 a conflicting edit makes it refuse with the conflict listed and the tree unchanged; ``kimi_discard`` leaves
-the repository as it was. Also: attempts ranked by ``verify_command``, a server killed mid-job leaves no copy
-after the next start, and a workspace outside git is a clear error."""
+the repository as it was. Also: attempts ranked by ``verify_command``, parallel attempts of one prompt each
+carrying their own answer, a server killed mid-job leaves no copy after the next start, and a workspace
+outside git is a clear error."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from fastmcp import Client
 from git_helpers import committed_repo, git
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, with_client
+
+from kimi_mcp.drivers.kimi_code import KimiCodeDriver
+from kimi_mcp.drivers.legacy import LegacyDriver
 
 pytestmark = pytest.mark.e2e
 
@@ -164,6 +168,53 @@ def test_attempts_are_ranked_by_verify_command(
     assert attempts[1]["verify"]["exit_code"] == 1
     assert result["job_id"] == attempts[0]["job_id"] and result["output"] == "second try"
     assert "+42\n" in result["diff"]
+    assert snapshot(repo) == before
+    assert not processes_with_home(kimi.home)
+
+
+#: a prompt taller than Kimi's screen: its echo pushes the welcome box (where Kimi Code shows the session id
+#: once the first message made one) off the screen, so the session log is found by the prompt it begins with
+TALL = "answer, given these notes:\n" + "".join(f"- note {n}: nothing to do here\n" for n in range(60))
+
+
+def test_parallel_attempts_of_one_prompt_each_follow_their_own_kimi(
+    kimi: KimiUnderTest, fake: FakeMoonshot, repo: Path, tmp_path: Path
+):
+    """Issue 29 item 8: two attempts of the same prompt at once, each on its own copy. Each attempt's Kimi
+    gets its own answer from the model (the first request of each writes its own file; the reply after that
+    depends on which file the conversation wrote), and each result carries its own attempt's answer, its
+    approval panel answered, from its own session log (in the folder Kimi keys by that copy's path)."""
+    fake.script(
+        [Reply.tool(*kimi.shell(f"echo {mark} > answer.txt")) for mark in ("ANSWER-ONE", "ANSWER-TWO")]
+    )
+    for mark in ("ANSWER-ONE", "ANSWER-TWO"):
+        fake.script([Reply.text_reply(f"wrote {mark}")], marker=mark, history=True)
+    before = snapshot(repo)
+
+    async def body(client: Client):
+        args = {
+            "task_description": TALL, "isolation": "worktree", "attempts": 2,
+            "verify_command": "grep -q ANSWER answer.txt",
+        }  # fmt: skip
+        result = (await call(client, "kimi_code_task", args)).structured_content
+        jobs = [a["job_id"] for a in result["attempts"]]
+        return result, [(await call(client, "kimi_job", {"job_id": j})).structured_content for j in jobs]
+
+    result, attempts = run(kimi, repo, tmp_path / "server.log", body, KIMI_MCP_MAX_CONCURRENT="2")
+    assert [a["status"] for a in result["attempts"]] == ["done", "done"], result
+    assert sorted(a["output"] for a in attempts) == ["wrote ANSWER-ONE", "wrote ANSWER-TWO"]
+    driver = LegacyDriver if kimi.name == "legacy" else KimiCodeDriver
+    root = driver.sessions_root(kimi.env)
+    for attempt in attempts:
+        mark = attempt["output"].removeprefix("wrote ")
+        assert attempt["file_contents"] == {"answer.txt": f"{mark}\n"}  # its own copy's file
+        assert f"+{mark}\n" in attempt["diff"] and attempt["verify"]["passed"] is True
+        assert [t["approval"] for t in attempt["evidence"]["tools_run"]] == ["approved"], attempt["evidence"]
+        copy = os.path.realpath(attempt["worktree"]["path"])
+        assert (root / driver.store_key(copy) / attempt["session_id"]).is_dir()
+    assert attempts[0]["session_id"] != attempts[1]["session_id"]
+    requests = fake.chat_requests()
+    assert len(requests) == 4  # two steps each: nothing answered twice, nothing left waiting
     assert snapshot(repo) == before
     assert not processes_with_home(kimi.home)
 

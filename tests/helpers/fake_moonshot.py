@@ -7,7 +7,9 @@ tool-call deltas) and ``GET {base}/models``. Replies are *scripted* per test:
 
 Each chat request pops the next reply. A reply can be bound to a marker string: requests whose user text
 contains the marker take replies from that marker's queue, so concurrent tasks don't steal each other's
-replies. Every request is recorded in ``fake.requests`` for assertions.
+replies; with ``history=True`` the marker may be anywhere in the conversation sent (e.g. in the arguments
+of a tool call an earlier reply made), which tells apart conversations that began with the same prompt.
+Every request is recorded in ``fake.requests`` for assertions.
 
 Run standalone (benchmarks): ``python tests/helpers/fake_moonshot.py --port 0`` prints the base URL and serves
 the ``--reply`` text forever.
@@ -116,6 +118,7 @@ class FakeMoonshot(FakeHTTPServer):
 
     def __init__(self, port: int = 0, *, default_reply: Reply | None = None) -> None:
         self._queues: dict[str | None, deque[Reply]] = {None: deque()}
+        self._history: dict[str, deque[Reply]] = {}  # marker anywhere in the conversation → its replies
         self.default_reply = default_reply or Reply.text_reply("FAKE-OK: nothing scripted.")
         self.models: list[dict[str, Any]] = list(DEFAULT_MODELS)
         self.models_status = 200
@@ -129,13 +132,20 @@ class FakeMoonshot(FakeHTTPServer):
         return f"http://127.0.0.1:{self.port}/v1"
 
     # -- scripting -------------------------------------------------------------------------------------
-    def script(self, replies: list[Reply], *, marker: str | None = None) -> None:
+    def script(self, replies: list[Reply], *, marker: str | None = None, history: bool = False) -> None:
+        """Queue ``replies`` for the requests whose user text holds ``marker`` (all others: None); with
+        ``history``, for the requests whose conversation holds it anywhere (these queues are served first)."""
         with self._lock:
-            self._queues.setdefault(marker, deque()).extend(replies)
+            if history:
+                assert marker, "a history marker is a string"
+                self._history.setdefault(marker, deque()).extend(replies)
+            else:
+                self._queues.setdefault(marker, deque()).extend(replies)
 
     def reset(self) -> None:
         with self._lock:
             self._queues = {None: deque()}
+            self._history = {}
             self.requests.clear()
             self.models = list(DEFAULT_MODELS)
             self.models_status = 200
@@ -148,15 +158,14 @@ class FakeMoonshot(FakeHTTPServer):
         with self._lock:
             return sum(r.repeat for r in self._queues.get(marker, ()))
 
-    def _next_reply(self, user_text: str) -> Reply:
+    def _next_reply(self, user_text: str, conversation: str = "") -> Reply:
         with self._lock:
-            queue = None
-            for marker, q in self._queues.items():
-                if marker is not None and marker in user_text:
-                    queue = q
-                    break
+            queue = next((q for marker, q in self._history.items() if q and marker in conversation), None)
             if queue is None:
-                queue = self._queues[None]
+                queue = next(
+                    (q for marker, q in self._queues.items() if marker is not None and marker in user_text),
+                    self._queues[None],
+                )
             if not queue:
                 return self.default_reply
             reply = queue[0]
@@ -185,7 +194,7 @@ class FakeMoonshot(FakeHTTPServer):
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._json(404, {"error": {"message": "not found"}})
                     return
-                reply = fake._next_reply(last_user_text(body))
+                reply = fake._next_reply(last_user_text(body), json.dumps(body.get("messages")))
                 if reply.requires is not None and reply.requires not in json.dumps(body.get("messages")):
                     reply = Reply.text_reply("NO-HISTORY: the earlier turn is not in this conversation")
                 if reply.kind == "error":

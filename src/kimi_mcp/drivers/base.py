@@ -478,9 +478,12 @@ class Driver(ABC):
             return None
         return next(iter(self.sessions_root(env).glob(self.wire_glob.format(sid=session_id))), None)
 
-    def wire_logs(self, env: dict[str, str]) -> list[Path]:
-        """Every session log this Kimi home holds (to find ours when the screen never showed its id)."""
-        return list(self.sessions_root(env).glob(self.wire_glob.format(sid="*")))
+    def wire_logs(self, env: dict[str, str], workspace: Path) -> list[Path]:
+        """The session logs of ``workspace``'s conversations (in a folder keyed by its path, :meth:`store_key`;
+        Kimi runs in the resolved path), to find ours when the screen never showed its id."""
+        keys = {self.store_key(path) for path in (str(workspace), os.path.realpath(workspace))}
+        below = self.wire_glob.split("/", 1)[1].format(sid="*")  # the glob below that folder
+        return [log for key in keys for log in (self.sessions_root(env) / key).glob(below)]
 
     def session_id_of(self, wire_log: Path) -> str:
         """The session id a session log belongs to."""

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import ApiError, AuthError, KimiMCPError
+from ..errors import ApiError, AuthError, KimiMCPError, StartupFault
 from ..message import MessageRules, one_line
 from ..question import Choice, Question
 from .base import (
@@ -173,9 +173,10 @@ class KimiCodeDriver(Driver):
         return [("\x1b[200~" + message + "\n\x1b[201~", 0.2), ("\x13", 0.0)]
 
     def screen_error(self, text: str) -> KimiMCPError | None:
-        if match := _NOT_SET.search(text):
-            return AuthError(
-                "Kimi Code is not logged in (no model configured)", details={"kimi_message": match.group(0)}
+        if match := _NOT_SET.search(text):  # it showed a model when it looked ready (else it was logged in)
+            return StartupFault(
+                "Kimi Code said its model is not set although it looked ready with one",
+                details={"kimi_message": match.group(0)},
             )
         matches = list(_ERROR.finditer(text))
         if not matches:

@@ -61,10 +61,16 @@ class Job:
         self.seq = 0  # bumped by every progress message (waiters relay what is new)
         self.result: TaskResult | None = None
         self.published_screen = ""  # the screen last written to the store
-        self.on_question: Callable[[], None] = lambda: None  # the manager records the change at once
+        #: a question asked or answered, or Kimi's session id found: the manager records it at once
+        self.on_change: Callable[[], None] = lambda: None
         scope.sink = self.on_progress
         scope.inbox.on_change = self._question_changed
         scope.job_id = self.job_id
+        scope.on_session = self._session_found
+
+    def _session_found(self, session_id: str) -> None:
+        self.watch.session_id = session_id
+        self.on_change()
 
     def on_progress(self, message: str) -> None:
         self.activity = message
@@ -76,7 +82,7 @@ class Job:
             self.asking.set()
         else:
             self.asking.clear()
-        self.on_question()
+        self.on_change()
 
     @property
     def question(self) -> QuestionInfo | None:
@@ -242,7 +248,7 @@ class JobManager:
         )  # fmt: skip
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
-        job.on_question = lambda: self._record_question(job)
+        job.on_change = lambda: self._record_now(job)
         with self._lock:
             if self._stopping:
                 raise SessionError("the server is shutting down", retryable=True)
@@ -313,7 +319,7 @@ class JobManager:
         """Follow an adopted job (its server died; a worker runs it) to its result, in a thread of its own."""
         job = Job(record, result_class(record.tool), Scope(deadline=float("inf")))
         job.watch.session_id = record.session_id
-        job.on_question = lambda: self._record_question(job)
+        job.on_change = lambda: self._record_now(job)
         with self._lock:
             self._jobs[job.job_id] = job
             self._start_ticker()
@@ -404,16 +410,17 @@ class JobManager:
         for kind, payload in store.take_sent(job.job_id):
             deliver(job, kind, payload)
 
-    def _record_question(self, job: Job) -> None:
-        """A question asked or answered is in the store at once (kimi_jobs and other servers see it)."""
+    def _record_now(self, job: Job) -> None:
+        """What cannot wait for the ticker is in the store at once: a question asked or answered (kimi_jobs and
+        other servers see it) and Kimi's session id (a job whose server dies mid-turn keeps its conversation)."""
         question = job.question
         try:
             self.store.update(
-                job.job_id, status=job.status,
+                job.job_id, status=job.status, session_id=job.watch.session_id,
                 question=None if question is None else question.model_dump(mode="json"),
             )  # fmt: skip
         except Exception as exc:
-            log.debug("job %s: question not recorded: %s", job.job_id, exc)
+            log.debug("job %s: question or session not recorded: %s", job.job_id, exc)
 
     # -- what callers send a running job ---------------------------------------------------------------
     def send(self, job_id: str, kind: str, payload: dict) -> None:

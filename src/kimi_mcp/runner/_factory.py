@@ -12,6 +12,7 @@ from ..message import check_size, prepare
 from ..models import Usage
 from ..scope import Scope
 from ..session import ApprovalPolicy, KimiSession
+from ..task import TaskRequest
 from ._pool import StandbyKey
 
 
@@ -62,6 +63,22 @@ def new_session(
         resume=resume,
         model=model,
     )
+
+
+def call_session(
+    install: KimiInstall,
+    request: TaskRequest,
+    settings: Settings,
+    env: dict[str, str],
+    scope: Scope,
+    model: str | None,
+) -> KimiSession:
+    """An unstarted Kimi of its own for one call (``model``: the alias it starts with); a follow-up's resumes
+    its conversation."""
+    return new_session(
+        install, request.workspace, request.read_only, settings, env,
+        scope=scope, resume=request.session_id, model=model, login_model=request.model,
+    )  # fmt: skip
 
 
 def standby_key(

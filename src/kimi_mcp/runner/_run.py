@@ -27,7 +27,7 @@ from ..secrets import WorkspaceSecrets, configured_secrets
 from ..session import KimiSession, TurnTrace, merged
 from ..task import RunWatch, TaskRequest
 from ..workspace import inside_prefixes
-from . import _factory
+from . import _factory, _restart
 from ._evidence import build_evidence, fill_changes, private_dirs
 from ._pool import StandbyKey
 from ._slots import Claim, Hold, acquire
@@ -153,7 +153,7 @@ class TaskRun:
 
     def _open_session(self, stack: ExitStack) -> None:
         pool, request, key = self.runner.pool, self.request, self.key
-        assert self.install is not None and key is not None
+        assert key is not None
         if request.session_id is not None:  # a follow-up: its live Kimi, else Kimi resumes the conversation
             session = pool.take_live(request.session_id, key.model, self.scope.job_id)
         elif self.settings.standby != "off":
@@ -164,13 +164,13 @@ class TaskRun:
         if session is not None:
             session.bind(self.scope)
         else:
-            session = _factory.new_session(
-                self.install, request.workspace, request.read_only, self.settings, self.env,
-                scope=self.scope, resume=request.session_id, model=self.model_flag, login_model=request.model,
-            )  # fmt: skip
+            assert self.install is not None
+            session = _factory.call_session(
+                self.install, request, self.settings, self.env, self.scope, self.model_flag
+            )
         self.session = session
         pool.adopt(session)  # from here on, server shutdown stops it too
-        stack.callback(self._end_session, session)
+        stack.callback(self._end_session)  # the call's session then (a start-up fault replaces it)
 
     def _start(self, stack: ExitStack) -> None:
         assert self.session is not None and self.install is not None
@@ -197,7 +197,7 @@ class TaskRun:
         self.watch.starting = False
         self.scope.prepare = self._prepared
         traces = self.traces
-        traces.append(self.session.run_turn(message))
+        traces.append(_restart.first_turn(self, message))
         while traces[-1].error is None and (follow := self._next_message()) is not None:
             if not self.session.ready_again(limit=5.0):
                 self.scope.note(
@@ -311,7 +311,9 @@ class TaskRun:
         if before is not None and not before.cancelled() and before.exception() is None:
             before.result().close()  # releases its inotify watches, whether or not the diff ran
 
-    def _end_session(self, session: KimiSession) -> None:
+    def _end_session(self) -> None:
+        session = self.session
+        assert session is not None
         if self.trace is None:  # the run stopped in a turn: the finished ones and that one
             current = [] if any(t is session.trace for t in self.traces) else [session.trace]
             self.trace = merged([*self.traces, *current])

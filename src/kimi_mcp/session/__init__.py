@@ -103,8 +103,9 @@ class KimiSession:
             transcript_dir=transcript_dir,
         )
         self.wire = SessionLog(
-            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress
-        )
+            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress,
+            on_session=lambda session_id: self.scope.on_session(session_id),
+        )  # fmt: skip
         self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress, lambda: self.scope)
         self.questions = Questions(driver, self.term, self.wire, lambda: self.scope)
         self.turns = 0  # turns run in this session for its current scope
@@ -157,7 +158,7 @@ class KimiSession:
             else:
                 self._log_in()
         if self.resume is None:  # a resumed session's id is the one asked for (its replay may hide it)
-            self.wire.session_id = self.driver.session_id(self.term.screen.text)
+            self.wire.name(self.driver.session_id(self.term.screen.text))
         ready_after = time.monotonic() - started
         self.state = State.READY
         self._progress(f"Kimi ready after {ready_after:.1f}s")
@@ -248,11 +249,14 @@ class KimiSession:
     # -- standby (a ready session kept for a later call) ----------------------------------------------
     def bind(self, scope: Scope) -> None:
         """Hand the session to a call: its :class:`~kimi_mcp.scope.Scope` (deadline, cancellation, progress,
-        the secrets to mask, limits, inbox). Session logs that appeared while a ready session waited (other
-        calls' sessions) are not this session's."""
+        the secrets to mask, limits, inbox), which learns Kimi's session id if there is one already. Session logs
+        that appeared while a ready session waited (other calls' sessions) are not this session's."""
         self.scope = scope
         self.turns = 0
         scope.screen = self._screen_text
+        wire = getattr(self, "wire", None)  # None while the session is being built
+        if wire is not None and wire.session_id is not None:
+            scope.on_session(wire.session_id)
         if self._login is not None:
             scope.redactor.add([self._login.api_key])
         if getattr(self, "state", None) is State.READY and not self.wire.found:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
-from ..errors import ApiError, AuthError, KimiMCPError, SessionError
+from ..errors import ApiError, AuthError, KimiMCPError, SessionError, StartupFault
 from ..scope import Delivered, Scope
 from ._approvals import Answer, Approvals
 from ._questions import Questions
@@ -168,13 +168,13 @@ class Turn:
         self._progress(f"message typed into the running turn ({delivery.replace('_', ' ')})")
 
     def _unstick(self, state: ScreenState, now: float) -> None:
-        """A turn that does not begin, or has no log: an auth error on screen ends it, a message that
-        did not arrive is submitted again, an idle screen ends a turn no session log was found for."""
+        """A turn that does not begin, or has no log: an auth error or a start-up fault on screen ends it, a
+        message that did not arrive is submitted again, an idle screen ends a turn no session log was found for."""
         since = self.term.screen.tail_since(self.mark)
         waited = now - self.submitted
         if not self.trace.begun and state is ScreenState.READY and waited > AUTH_ERROR_AFTER:
             err = self.driver.screen_error(since)
-            if isinstance(err, AuthError):
+            if isinstance(err, AuthError | StartupFault):
                 raise err
         if (
             not self.trace.begun

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import assert_never
 
 from .._logging import get_logger
 from ..drivers.base import (
@@ -29,9 +29,6 @@ from ..drivers.base import (
     WireEvent,
 )
 from ..errors import KimiMCPError
-
-if TYPE_CHECKING:
-    pass
 
 log = get_logger("session")
 
@@ -212,7 +209,7 @@ class WireTail:
 
 class SessionLog:
     """This session's log: found by the session id on screen (or by its first prompt), tailed, and folded
-    into :attr:`trace`, the current turn."""
+    into :attr:`trace`, the current turn. ``on_session`` is told the session id as soon as it is known."""
 
     def __init__(
         self,
@@ -222,6 +219,7 @@ class SessionLog:
         *,
         screen_text: Callable[[], str],
         progress: Callable[[str], None],
+        on_session: Callable[[str], None] = lambda _session_id: None,
     ) -> None:
         self.driver = driver
         self.env = env
@@ -230,6 +228,7 @@ class SessionLog:
         self.trace = TurnTrace()
         self._screen_text = screen_text
         self._progress = progress
+        self._on_session = on_session
         self._prompt: str | None = None
         self._tail: WireTail | None = None
         self._not_ours: set[Path] = set()
@@ -239,10 +238,16 @@ class SessionLog:
     def found(self) -> bool:
         return self._tail is not None
 
+    def name(self, session_id: str | None) -> None:
+        """Kimi's session id, once known (read from its screen, or from the log found): told at once."""
+        if session_id and session_id != self.session_id:
+            self.session_id = session_id
+            self._on_session(session_id)
+
     def exclude_existing(self) -> None:
         """The logs that exist now belong to other sessions (called at spawn, and when a standby is
         taken)."""
-        self._not_ours = set(self.driver.wire_logs(self.env))
+        self._not_ours = set(self.driver.wire_logs(self.env, self.workspace))
 
     def resume(self, session_id: str) -> bool:
         """Tail the log of an earlier session Kimi resumed, from its current end (its earlier turns are
@@ -250,7 +255,7 @@ class SessionLog:
         path = self.driver.wire_log(self.env, self.workspace, session_id)
         if path is None:
             return False
-        self.session_id = session_id
+        self.name(session_id)
         self._tail = WireTail(path, from_end=True)
         return True
 
@@ -262,7 +267,7 @@ class SessionLog:
     def read(self) -> None:
         """Fold whatever the log gained since the last read into the current turn."""
         if self.session_id is None:  # some dialects only create the session on the first message
-            self.session_id = self.driver.session_id(self._screen_text())
+            self.name(self.driver.session_id(self._screen_text()))
         if self._tail is None:
             path = self.driver.wire_log(self.env, self.workspace, self.session_id)
             if path is None and self.session_id is None:
@@ -282,20 +287,21 @@ class SessionLog:
     def _find_by_prompt(self) -> Path | None:
         """Our session log when the screen never showed the session id (e.g. it scrolled away).
 
-        Candidates are logs that did not exist when we spawned Kimi; ours is the one whose first prompt
-        is ours, which stays unambiguous when several sessions run in the same workspace.
+        Candidates are the logs of this workspace's conversations (Kimi keeps them in a folder keyed by the
+        work directory: parallel attempts of one prompt, each on its own copy, never see each other's) that
+        did not exist when we spawned Kimi; ours is the one whose first prompt is ours.
         """
         now = time.monotonic()
         if self._prompt is None or now - self._last_search < SEARCH_EVERY:
             return None
         self._last_search = now
         wanted = self._prompt.strip()[:PROMPT_KEY]
-        for path in self.driver.wire_logs(self.env):
+        for path in self.driver.wire_logs(self.env, self.workspace):
             if path in self._not_ours:
                 continue
             first = self._first_prompt(path)
             if first is not None and first.strip()[:PROMPT_KEY] == wanted:
-                self.session_id = self.driver.session_id_of(path)
+                self.name(self.driver.session_id_of(path))
                 return path
         return None
 

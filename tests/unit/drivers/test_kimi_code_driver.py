@@ -24,7 +24,7 @@ from kimi_mcp.drivers.base import (
     UserMessage,
 )
 from kimi_mcp.drivers.kimi_code import BUILTIN_SKILLS, KimiCodeDriver, skill_names
-from kimi_mcp.errors import ApiError, AuthError
+from kimi_mcp.errors import ApiError, AuthError, StartupFault
 from kimi_mcp.question import Choice, Option, Question
 
 SID = "session_bd1dd6b5-1c2d-4e8a-9c2f-1a2b3c4d5e6f"
@@ -175,9 +175,12 @@ def test_input_pending(driver: KimiCodeDriver) -> None:
     assert driver.input_pending(padded(welcome())) is False
 
 
-def test_screen_error_not_logged_in_is_auth(driver: KimiCodeDriver) -> None:
+def test_llm_not_set_after_it_looked_ready_is_a_start_up_fault_not_auth(driver: KimiCodeDriver) -> None:
+    """Issue 29 item 8: seen under load after Kimi Code showed its model; a Kimi without one shows "not set" on
+    its ready screen, which is the login's case (``ScreenState.NOT_LOGGED_IN``), not this."""
     err = driver.screen_error('✨ hello\nError: LLM not set, send "/login" to login\n')
-    assert isinstance(err, AuthError) and err.retryable is False
+    assert isinstance(err, StartupFault) and not isinstance(err, AuthError)
+    assert err.type == "session" and err.retryable is True
     assert err.details["kimi_message"] == 'Error: LLM not set, send "/login" to login'
 
 
@@ -345,13 +348,17 @@ def test_parse_wire_broken_or_unknown_line(driver: KimiCodeDriver, line: str) ->
 
 def test_wire_log_location(driver: KimiCodeDriver, tmp_path: Path) -> None:
     home = tmp_path / "kimi-home"
-    log = home / "sessions" / "wd_work_0123abcd" / SID / "agents" / "main" / "wire.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text("")
+    work = tmp_path / "work"
+    log = home / "sessions" / driver.store_key(str(work)) / SID / "agents" / "main" / "wire.jsonl"
+    other = home / "sessions" / "wd_work_0123456789ab" / "session_x" / "agents" / "main" / "wire.jsonl"
+    for path in (log, other):
+        path.parent.mkdir(parents=True)
+        path.write_text("")
     env = {"KIMI_CODE_HOME": str(home)}
     assert driver.wire_log(env, tmp_path, SID) == log
     assert driver.wire_log(env, tmp_path, None) is None
-    assert driver.wire_logs(env) == [log]
+    assert driver.wire_logs(env, work) == [log]  # only the conversations started in that workspace
+    assert driver.wire_logs(env, tmp_path / "elsewhere") == []
     assert driver.session_id_of(log) == SID
 
 

@@ -117,6 +117,30 @@ def test_progress_reaches_the_store_and_a_remote_cancel_reaches_the_job(
         other.close()
 
 
+def test_kimis_session_id_is_in_the_store_as_soon_as_kimi_has_one(
+    manager: JobManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29 item 8: not at the next tick, not at the end: a server killed right after keeps it."""
+    monkeypatch.setattr(manager_module, "TICK", 3600.0)  # no tick writes it
+    told, release = threading.Event(), threading.Event()
+
+    def work(job):
+        job.scope.on_session("session_found-mid-turn")  # what the session does when it finds the id
+        told.set()
+        release.wait(5)
+        return TaskResult(success=True)
+
+    job = submit(manager, work)
+    assert told.wait(5)
+    try:
+        assert manager.store.get(job.job_id).session_id == "session_found-mid-turn"
+        assert job.watch.session_id == "session_found-mid-turn"
+        assert manager.store.get(job.job_id).finished_at is None
+    finally:
+        release.set()
+    assert job.done.wait(5)
+
+
 def test_shutdown_records_running_jobs_as_interrupted_for_good(tmp_path: Path) -> None:
     jobs = managed(tmp_path / "jobs.sqlite3")
     release = threading.Event()

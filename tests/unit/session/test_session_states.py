@@ -131,6 +131,47 @@ def test_a_standby_taken_later_ignores_logs_that_appeared_meanwhile(tmp_path: Pa
     assert kimi.scope is scope and kimi.cancel is scope.cancel and kimi.deadline == scope.deadline
 
 
+def test_the_calls_scope_learns_kimis_session_id_when_it_is_found_and_when_it_is_bound(
+    tmp_path: Path,
+) -> None:
+    """Issue 29 item 8: the job records the id as soon as Kimi has one, also for a standby taken later."""
+    kimi = session(tmp_path)
+    told: list[str] = []
+    kimi.scope.on_session = told.append
+    kimi.wire.name(None)  # nothing on screen yet
+    kimi.wire.name("sid-1")
+    kimi.wire.name("sid-1")  # told once
+    assert told == ["sid-1"] and kimi.session_id == "sid-1"
+    later, told_later = Scope(deadline=time.monotonic() + 5), []
+    later.on_session = told_later.append
+    kimi.bind(later)  # a standby (or live session) taken by a later call
+    assert told_later == ["sid-1"]
+
+
+def test_llm_not_set_on_a_kimi_code_that_looked_ready_ends_the_turn_as_a_start_up_fault(
+    tmp_path: Path,
+) -> None:
+    """Issue 29 item 8: the turn never began; the error says so (the runner then tries a fresh Kimi once)."""
+    from kimi_mcp.drivers.kimi_code import KimiCodeDriver
+    from kimi_mcp.errors import StartupFault
+
+    kimi = KimiSession(
+        KimiCodeDriver(KimiInstall(binary="/k/kimi", version="2.1.0", dialect="kimi-code")),
+        tmp_path,
+        env={"HOME": str(tmp_path)},
+        policy=ApprovalPolicy(tmp_path, read_only=False),
+        scope=Scope(deadline=time.monotonic() + 30),
+    )
+    box = " ╭──────────╮\r\n │ >        │\r\n ╰──────────╯\r\n"
+    child = Child(' ✨ hello\r\n Error: LLM not set, send "/login" to login\r\n' + box)
+    kimi.term._child = child  # type: ignore[assignment]
+    kimi.state = State.READY
+    with pytest.raises(StartupFault) as caught:
+        kimi.run_turn("hello")
+    assert caught.value.details["kimi_message"].startswith("Error: LLM not set")
+    assert any("hello" in sent for sent in child.sent) and not kimi.trace.begun
+
+
 # ----------------------------------------------------------------------------------- the wait primitive
 
 

@@ -143,10 +143,15 @@ def test_progress_names_what_a_call_touches_in_short() -> None:
 # ----------------------------------------------------------------------------------- finding the log
 
 
-def legacy_log(tmp_path: Path, progress: list[str], screen: list[str]) -> SessionLog:
+def legacy_log(
+    tmp_path: Path, progress: list[str], screen: list[str], told: list[str] | None = None
+) -> SessionLog:
     driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
     env = {"KIMI_SHARE_DIR": str(tmp_path / "share"), "HOME": str(tmp_path)}
-    return SessionLog(driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append)
+    return SessionLog(
+        driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append,
+        on_session=(told if told is not None else []).append,
+    )  # fmt: skip
 
 
 def record(kind: str, payload: dict) -> str:
@@ -158,7 +163,8 @@ def prompt_record(text: str) -> str:
 
 
 def write_log(tmp_path: Path, sid: str, *lines: str) -> Path:
-    path = tmp_path / "share" / "sessions" / "0123abcd" / sid / "wire.jsonl"
+    """A legacy session log of a conversation started in ``tmp_path`` (the workspace of :func:`legacy_log`)."""
+    path = tmp_path / "share" / "sessions" / LegacyDriver.store_key(str(tmp_path)) / sid / "wire.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(lines))
     return path
@@ -198,6 +204,84 @@ def test_without_an_id_on_screen_the_log_with_our_first_prompt_is_ours(tmp_path:
     wire.read()
     assert wire.found and wire.session_id == SID
     assert older.exists() and ours.exists() and wire.trace.received == "  fix it\n"
+
+
+def dialect_log(dialect: str, tmp_path: Path, workspace: Path) -> SessionLog:
+    """A SessionLog of either dialect for ``workspace`` (Kimi homes under ``tmp_path``), no id on screen."""
+    from kimi_mcp.drivers.kimi_code import KimiCodeDriver
+
+    if dialect == "legacy":
+        wire = legacy_log(tmp_path, [], ["no session id shown"])
+        wire.workspace = workspace
+        return wire
+    driver = KimiCodeDriver(KimiInstall(binary="/k/kimi", version="2.1.0", dialect="kimi-code"))
+    env = {"KIMI_CODE_HOME": str(tmp_path / "kimi-code"), "HOME": str(tmp_path)}
+    return SessionLog(
+        driver, env, workspace, screen_text=lambda: "no session id shown", progress=lambda _news: None
+    )
+
+
+def first_prompt(dialect: str, text: str) -> str:
+    if dialect == "legacy":
+        return prompt_record(text)
+    return json.dumps({"type": "turn.prompt", "input": [{"type": "text", "text": text}]}) + "\n"
+
+
+def write_keyed(wire: SessionLog, workdir: Path, sid: str, *lines: str) -> Path:
+    """A session log where this wire's Kimi keeps the conversations started in ``workdir``."""
+    root = wire.driver.sessions_root(wire.env) / wire.driver.store_key(str(workdir))
+    path = root / wire.driver.wire_glob.split("/", 1)[1].format(sid=sid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("dialect", ["legacy", "kimi-code"])
+def test_identical_prompts_in_two_workspaces_each_find_their_own_log(tmp_path: Path, dialect: str) -> None:
+    """Issue 29 item 8: parallel attempts of one prompt (each on its own copy) must not follow one log."""
+    copies = [tmp_path / "copy-a" / "tree", tmp_path / "copy-b" / "tree"]  # one folder name, two paths
+    wires = [dialect_log(dialect, tmp_path, copy) for copy in copies]
+    for wire in wires:
+        wire.workspace.mkdir(parents=True)
+        wire.exclude_existing()
+        wire.begin_turn("answer")
+    theirs = write_keyed(wires[1], copies[1], "sid-b", first_prompt(dialect, "answer"))  # B's log first
+    wires[0].read()
+    assert not wires[0].found and wires[0].session_id is None  # not ours, although its prompt is
+    ours = write_keyed(wires[0], copies[0], "sid-a", first_prompt(dialect, "answer"))
+    time.sleep(SEARCH_EVERY + 0.05)
+    for wire in wires:
+        wire.read()
+    assert [(w.session_id, w._tail and w._tail.path) for w in wires] == [("sid-a", ours), ("sid-b", theirs)]
+
+
+def test_a_log_in_a_workspace_spelt_through_a_symlink_is_found(tmp_path: Path) -> None:
+    """Kimi runs in the resolved path: its folder is keyed by it, whatever spelling the caller gave."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    wire = legacy_log(tmp_path, [], ["no session id shown"])
+    wire.workspace = tmp_path / "link"
+    wire.begin_turn("fix it")
+    path = write_keyed(wire, real, SID, prompt_record("fix it"))
+    wire.read()
+    assert wire.found and wire.session_id == SID and wire._tail is not None and wire._tail.path == path
+
+
+def test_the_session_id_is_told_once_as_soon_as_it_is_known(tmp_path: Path) -> None:
+    """Found by the prompt, named on screen, or resumed: whoever needs it (the job) is told at once."""
+    told: list[str] = []
+    screen = ["no session id shown"]
+    wire = legacy_log(tmp_path, [], screen, told)
+    wire.begin_turn("fix it")
+    write_log(tmp_path, SID, prompt_record("fix it"))
+    wire.read()
+    screen[0] = f"Session: {SID}"
+    wire.read()
+    assert told == [SID]
+    legacy_log(tmp_path, [], [f"Session: {SID}"], told).read()  # no log needed: the screen names it
+    assert legacy_log(tmp_path, [], [""], told).resume(SID)
+    assert told == [SID, SID, SID]
 
 
 def test_the_search_by_prompt_is_not_repeated_at_every_look(tmp_path: Path) -> None:
