@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -264,9 +264,9 @@ def _masked(text: str) -> str:
         return "(the reason could not be masked; see the server's log on stderr)"
 
 
-def record_path(view: Mapping[str, str], env_file: bytes = b"", search: Iterable[str] | None = None) -> Path:
+def record_path(view: Mapping[str, str], env_file: bytes = b"") -> Path:
     """The record for everything the recorded answers are made of: this Python, every file of this package,
-    the distributions installed on ``search`` (``sys.path``), the ``KIMI_MCP_*`` and ``FASTMCP_*`` variables
+    the distributions installed on ``sys.path``, the ``KIMI_MCP_*`` and ``FASTMCP_*`` variables
     of ``view`` (the environment over its ``.env``), the ``.env`` itself and the config file."""
     stamp = hashlib.sha256()
 
@@ -278,7 +278,7 @@ def record_path(view: Mapping[str, str], env_file: bytes = b"", search: Iterable
     for path in _package_files(package):
         with contextlib.suppress(OSError):
             add(path.relative_to(package).as_posix(), path.read_bytes())
-    for folder in sys.path if search is None else search:
+    for folder in sys.path:
         add("path", folder.encode(errors="surrogateescape"))
         with contextlib.suppress(OSError):
             for name in sorted(os.listdir(folder or ".")):
