@@ -2,12 +2,16 @@
 kimi-mcp answered last time, while the server itself still imports the MCP SDK (on a busy machine that
 takes seconds, and Claude Code gives a connecting server about ten before a call finds no tools).
 
-Standard library only. ``FastConnect.start()`` moves the server onto pipes (fd 0 and 1) and relays between
-them and the client's stdin and stdout in two threads. Every client message still reaches the server,
-unchanged and in order; ``initialize``, ``server/discover`` and a first-page ``tools/list`` whose answer is
-on record (for the same kimi-mcp, FastMCP, tool settings and protocol version) are also answered at once,
-and the server's own answer to them is dropped (it is recorded when none was, or differed). Nothing else
-is touched. ``KIMI_MCP_FAST_CONNECT=false`` turns it off.
+Standard library only. ``FastConnect.start()`` reads the ``.env`` (``_sources``: ``KIMI_MCP_FAST_CONNECT=false``
+there turns this off too), then moves the server onto pipes (fd 0 and 1) and relays between them and the
+client's stdin and stdout in two threads. Every client message still reaches the server, unchanged and in
+order; ``initialize``, ``server/discover`` and a first-page ``tools/list`` whose answer is on record are also
+answered at once, and the server's own answer to them is dropped. The record's key (:func:`record_path`)
+covers every input of those answers: the Python, the package's files, the installed distributions, the
+``KIMI_MCP_*``/``FASTMCP_*`` variables (the ``.env``'s included), the ``.env`` and the config file. A record
+the server contradicts is corrected, the client is sent ``notifications/tools/list_changed`` for a tool
+list, and the rest of the session asks the server. A server that cannot start (:meth:`FastConnect.refused`)
+answers the client's requests with the reason as a JSON-RPC error, not a dropped connection.
 """
 
 from __future__ import annotations
@@ -16,13 +20,20 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import threading
-from importlib import metadata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._sources import config_file_path, settings_environment
+
 RECORDED = ("initialize", "server/discover", "tools/list")
-_SOURCES = ("tools", "models.py", "cli.py", "config.py")  # what a tool list is built from
+HANDSHAKE = ("initialize", "server/discover")
+LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+_KEYED_VARIABLES = ("KIMI_MCP_", "FASTMCP_")  # the settings the server's answers may depend on
+_KEEP_RECORDS = 16  # the records most recently used are kept; older ones go when a new one is written
+_OFF = ("0", "false", "no", "off")
 
 
 class FastConnect:
@@ -31,20 +42,31 @@ class FastConnect:
     def __init__(self, record: Path) -> None:
         self.record_path = record
         self.record: dict[str, Any] = _read(record)
+        if self.record:
+            with contextlib.suppress(OSError):
+                os.utime(record)  # in use: kept when old records are pruned
         self.changed = False
         self._lock = threading.Lock()
         self._asked: dict[str, str] = {}  # request id (as JSON) -> its record key, until the server answers
         self._answered: set[str] = set()  # ids answered here: the server's answer is dropped
+        self._pending: dict[str, Any] = {}  # id (as JSON) -> id of a request only the server can answer
+        self._distrusted: set[str] = set()  # record keys the server contradicted: it answers them itself
         self._era: str | None = None  # the protocol version an initialize asked for (handshake era)
+        self._connected = False  # the client has a handshake answer
+        self._served = False  # the server has written something: it had started
+        self._announces = False  # ... which declares tools.listChanged
+        self._refusal: dict[str, Any] | None = None  # the error every request gets: the server did not start
+        self._client_gone = threading.Event()
         self._client_in = self._client_out = -1
 
     @classmethod
-    def start(cls, environ: dict[str, str] | os._Environ[str] = os.environ) -> FastConnect | None:
+    def start(cls, environ: Mapping[str, str] = os.environ) -> FastConnect | None:
         """Relay fd 0/1 through a fast connect (``None``: turned off, or not possible here)."""
-        if environ.get("KIMI_MCP_FAST_CONNECT", "").strip().lower() in ("0", "false", "no", "off"):
+        view, env_bytes = settings_environment(environ)
+        if view.get("KIMI_MCP_FAST_CONNECT", "").strip().lower() in _OFF:
             return None
         try:
-            relay = cls(_record_path(environ))
+            relay = cls(record_path(view, env_bytes))
             relay._plumb()
         except OSError:
             return None
@@ -68,43 +90,64 @@ class FastConnect:
     def _from_client(self) -> None:
         with os.fdopen(self._client_in, "rb", buffering=0) as raw, contextlib.suppress(OSError):
             for line in _lines(raw):
-                key, request_id = self._recordable(line)
-                if key is not None and request_id is not None:
-                    answer = self.record.get(key)
-                    with self._lock:
-                        if answer is not None:
-                            self._answered.add(request_id)
-                        self._asked[request_id] = key
-                    if answer is not None:
-                        reply = {"jsonrpc": "2.0", "id": json.loads(request_id), "result": answer}
-                        self._write_client(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
-                _write_all(self._to_server, line)
+                reply, forward = self._take(line)
+                if reply is not None:
+                    self._write_client(_encode(reply))
+                if forward:
+                    with contextlib.suppress(OSError):  # a server that is gone reads nothing
+                        _write_all(self._to_server, line)
         with contextlib.suppress(OSError):
             os.close(self._to_server)  # the client went away: the server sees its stdin end
+        self._client_gone.set()
 
-    def _recordable(self, line: bytes) -> tuple[str | None, str | None]:
-        """(record key, request id as JSON) of a request whose answer may be on record, else (None, None)."""
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return None, None
-        if not isinstance(message, dict) or message.get("method") not in RECORDED or "id" not in message:
-            return None, None
+    def _take(self, line: bytes) -> tuple[dict[str, Any] | None, bool]:
+        """A client message: the answer given here (or None), and whether the server is to get it."""
+        message = _parse(line)
+        if message is None or "method" not in message or "id" not in message:
+            return None, self._refusal is None  # not a request: nothing to answer
+        key = self._recordable(message)
+        request_id = json.dumps(message["id"])
+        with self._lock:
+            if self._refusal is not None:
+                return {"jsonrpc": "2.0", "id": message["id"], "error": self._refusal}, False
+            answer = self.record.get(key) if key is not None and key not in self._distrusted else None
+            if answer is None:
+                self._pending[request_id] = message["id"]
+            else:
+                self._answered.add(request_id)
+                self._handshake_seen(message["method"], answer)
+            if key is not None:
+                self._asked[request_id] = key
+        return (
+            {"jsonrpc": "2.0", "id": message["id"], "result": answer} if answer is not None else None
+        ), True
+
+    def _recordable(self, message: dict[str, Any]) -> str | None:
+        """The record key of a request whose answer may be on record, else None."""
+        if message["method"] not in RECORDED:
+            return None
         params = message.get("params") or {}
         if not isinstance(params, dict) or params.get("cursor"):
-            return None, None
+            return None
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
         version = meta.get("io.modelcontextprotocol/protocolVersion") or params.get("protocolVersion")
         if message["method"] == "initialize":
             self._era = version
         version = version or self._era
         if not version:
-            return None, None
+            return None
         capabilities = json.dumps(meta.get("io.modelcontextprotocol/clientCapabilities"), sort_keys=True)
         key = (
             f"{message['method']} {version} {capabilities if message['method'] == 'server/discover' else ''}"
         )
-        return key.strip(), json.dumps(message["id"])
+        return key.strip()
+
+    def _handshake_seen(self, method: str, result: Any) -> None:
+        """The client got ``result`` for ``method``: a handshake makes it connected (call under the lock)."""
+        if method in HANDSHAKE and isinstance(result, dict):
+            self._connected = True
+            tools = (result.get("capabilities") or {}).get("tools") or {}
+            self._announces = isinstance(tools, dict) and tools.get("listChanged") is True
 
     # -- server -> client ------------------------------------------------------------------------------
     def _to_client(self) -> None:
@@ -115,22 +158,35 @@ class FastConnect:
         self._save()
 
     def _answered_here(self, line: bytes) -> bool:
-        """Whether ``line`` answers a request answered here already (recording it when it is new)."""
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return False
-        if not isinstance(message, dict) or "id" not in message or "method" in message:
+        """Whether ``line`` answers a request answered here already (recording it when it is new, and
+        telling the client when the answer it got was wrong)."""
+        self._served = True
+        message = _parse(line)
+        if message is None or "id" not in message or "method" in message:
             return False
         request_id = json.dumps(message["id"])
+        result = message.get("result")
         with self._lock:
             key = self._asked.pop(request_id, None)
             answered = request_id in self._answered
             self._answered.discard(request_id)
-        if key is not None and "result" in message and self.record.get(key) != message["result"]:
-            self.record[key] = message["result"]
-            self.changed = True
+            self._pending.pop(request_id, None)
+            if key is None or result is None:
+                return answered
+            if not answered:
+                self._handshake_seen(key.split(" ", 1)[0], result)
+            wrong = self.record.get(key) != result
+            if wrong:
+                self.record[key] = result
+                self.changed = True
+            if wrong and answered:
+                self._distrusted.add(key)  # the rest of the session asks the server
+        if wrong:
             self._save()
+        if wrong and answered and key.startswith("tools/list") and self._announces:
+            self._write_client(LIST_CHANGED)
+        elif wrong and answered:
+            print(f"kimi-mcp: the recorded answer to {key} was not the server's (corrected)", file=sys.stderr)
         return answered
 
     def _write_client(self, data: bytes) -> None:
@@ -146,28 +202,113 @@ class FastConnect:
             temporary.write_text(json.dumps(self.record), encoding="utf-8")
             os.replace(temporary, self.record_path)
             self.changed = False
+            _prune(self.record_path.parent)
+
+    # -- a server that could not start -----------------------------------------------------------------
+    def refused(self, exc: BaseException) -> None:
+        """The server ended with ``exc`` (at its start, or a crash): unless that is an ordinary end (a clean exit,
+        a signal, Ctrl-C), every request it did not answer gets the reason as an error, and a client that has
+        its handshake gets the same answer to every later request until it hangs up."""
+        error = refusal(exc, "stopped" if self._served else "could not start")
+        if error is None:
+            return
+        with self._lock:
+            self._refusal = error
+            waiting = list(self._pending.values())
+            self._pending.clear()
+            connected = self._connected
+        with contextlib.suppress(OSError):  # nothing reads the server's stdin any more: a write to it
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # fails (no reader left) instead of blocking
+        for request_id in waiting:
+            self._write_client(_encode({"jsonrpc": "2.0", "id": request_id, "error": error}))
+        if connected:
+            self._client_gone.wait()
 
 
-def _record_path(environ: dict[str, str] | os._Environ[str]) -> Path:
-    """One record per kimi-mcp install and tool configuration (a changed one is a new record)."""
-    here = Path(__file__).resolve().parent
+def refusal(exc: BaseException, what: str = "could not start") -> dict[str, Any] | None:
+    """The JSON-RPC error that says why the server ``what`` (could not start, stopped), ended by ``exc``; None
+    for an ordinary end. A refusal the server gives (``SystemExit`` from its reason) is a configuration error;
+    the text is masked like the server's logs."""
+    if isinstance(exc, KeyboardInterrupt):
+        return None
+    cause = exc.__cause__ if isinstance(exc, SystemExit) else exc
+    if isinstance(exc, SystemExit) and cause is None:
+        code = exc.code
+        if code is None or code == 0 or (isinstance(code, int) and code >= 128):  # done, or a signal
+            return None
+        reason = code if isinstance(code, str) else f"it exited with status {code}"
+        kind = "session"
+    else:
+        reason = str(cause) if isinstance(exc, SystemExit) else f"{type(cause).__name__}: {cause}"
+        kind = (
+            "config" if isinstance(exc, SystemExit)
+            else "install" if isinstance(cause, ImportError)
+            else "filesystem" if isinstance(cause, OSError)
+            else "session"
+        )  # fmt: skip
+    message = f"kimi-mcp {what}: {_masked(reason)}"
+    data = {
+        "type": kind, "message": message, "retryable": False,
+        "suggestion": "Fix what the message names, then restart the MCP server (`kimi-mcp --check` in a terminal "
+        "checks the configuration and the Kimi install); the server's log (stderr) has the details.",
+    }  # fmt: skip
+    return {"code": -32000, "message": message, "data": data}
+
+
+def _masked(text: str) -> str:
+    try:  # loaded on this rare path only, and it may be what could not load
+        from .secrets import Redactor, configured_secrets
+
+        return Redactor(configured_secrets(os.environ))(text)
+    except Exception:
+        return "(the reason could not be masked; see the server's log on stderr)"
+
+
+def record_path(view: Mapping[str, str], env_file: bytes = b"") -> Path:
+    """The record for everything the recorded answers are made of: this Python, every file of this package,
+    the distributions installed on ``sys.path``, the ``KIMI_MCP_*`` and ``FASTMCP_*`` variables
+    of ``view`` (the environment over its ``.env``), the ``.env`` itself and the config file."""
     stamp = hashlib.sha256()
-    for name in ("kimi-mcp", "fastmcp", "mcp"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            stamp.update(f"{name}={metadata.version(name)};".encode())
-    for source in _SOURCES:
-        for path in sorted((here / source).rglob("*.py")) if (here / source).is_dir() else [here / source]:
-            with contextlib.suppress(OSError):
-                st = path.stat()
-                stamp.update(f"{path.name}:{st.st_size}:{st.st_mtime_ns};".encode())
-    stamp.update(environ.get("KIMI_MCP_TOOLS", "").encode())
-    config = environ.get("KIMI_MCP_CONFIG") or os.path.join(
-        environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"), "kimi-mcp", "config.toml"
-    )
+
+    def add(label: str, data: bytes) -> None:
+        stamp.update(f"{label}:{len(data)}:".encode() + data)
+
+    add("python", sys.version.encode())
+    package = Path(__file__).resolve().parent
+    for path in _package_files(package):
+        with contextlib.suppress(OSError):
+            add(path.relative_to(package).as_posix(), path.read_bytes())
+    for folder in sys.path:
+        add("path", folder.encode(errors="surrogateescape"))
+        with contextlib.suppress(OSError):
+            for name in sorted(os.listdir(folder or ".")):
+                if name.endswith((".dist-info", ".egg-info")):
+                    add("distribution", name.encode(errors="surrogateescape"))
+    settings = sorted((k, v) for k, v in view.items() if k.startswith(_KEYED_VARIABLES))
+    add("settings", json.dumps(settings).encode(errors="surrogateescape"))
+    add(".env", env_file)
+    config = b""
     with contextlib.suppress(OSError):
-        stamp.update(Path(config).read_bytes())
-    cache = environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+        config = config_file_path(view).read_bytes()
+    add("config", config)
+    cache = view.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(cache) / "kimi-mcp" / f"connect-{stamp.hexdigest()[:24]}.json"
+
+
+def _package_files(package: Path) -> list[Path]:
+    files = []
+    for root, folders, names in os.walk(package):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        files += [Path(root, name) for name in sorted(names)]
+    return files
+
+
+def _prune(folder: Path) -> None:
+    """Keep the records used most recently (a changed input leaves its old record unused)."""
+    with contextlib.suppress(OSError):
+        kept = sorted(folder.glob("connect-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[_KEEP_RECORDS:]:
+            old.unlink(missing_ok=True)
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -176,6 +317,18 @@ def _read(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 def _lines(raw: Any) -> Any:

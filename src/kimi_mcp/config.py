@@ -20,9 +20,10 @@ from typing import Any, Literal
 from dotenv import load_dotenv
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from . import _sources
+from ._sources import ENV_PREFIX, config_file_path
+from ._sources import checkout_env_file as _checkout_env_file  # a name the tests replace
 from .errors import SettingsError
-
-ENV_PREFIX = "KIMI_MCP_"
 
 MAX_FILE_CHARS = 20_000
 """Default per-file cap on the contents of a changed file returned in a result (``max_file_chars``)."""
@@ -304,21 +305,11 @@ def unknown_variables(environ: Any = None) -> list[str]:
     return warnings
 
 
-def _checkout_env_file() -> Path | None:
-    root = Path(__file__).resolve().parents[2]
-    candidate = root / ".env"
-    return candidate if (root / "pyproject.toml").is_file() and candidate.is_file() else None
-
-
 def env_file_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
     """The ``.env`` kimi-mcp reads: ``KIMI_MCP_ENV_FILE`` (used as given: missing, it is a configuration
     problem), else the kimi-mcp checkout's ``.env`` (when running from one), else ``.env`` beside the config
     file (``~/.config/kimi-mcp/.env``: an install without a checkout); None when there is none."""
-    explicit = environ.get(f"{ENV_PREFIX}ENV_FILE")
-    if explicit:
-        return Path(explicit).expanduser()
-    beside_config = config_file_path(environ).parent / ".env"
-    return _checkout_env_file() or (beside_config if beside_config.is_file() else None)
+    return _sources.env_file_path(environ, _checkout_env_file())
 
 
 def load_env_file(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
@@ -329,14 +320,6 @@ def load_env_file(environ: dict[str, str] | os._Environ[str] = os.environ) -> Pa
         return None
     load_dotenv(path, override=False)
     return path
-
-
-def config_file_path(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    explicit = environ.get(f"{ENV_PREFIX}CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "kimi-mcp" / "config.toml"
 
 
 def load_settings(environ: dict[str, str] | os._Environ[str] | None = None) -> Settings:

@@ -87,8 +87,9 @@ def serve(args: argparse.Namespace) -> None:
         print(f"kimi-mcp: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
     if (broker := env.get("KIMI_MCP_BROKER", "").strip()) and (why := broker_problem(broker)):
-        print(f"kimi-mcp: KIMI_MCP_BROKER refused: {why}", file=sys.stderr)  # pickles: never an open Redis
-        raise SystemExit(2)
+        refused = ConfigError(f"KIMI_MCP_BROKER refused: {why}")  # pickles: never an open Redis
+        print(f"kimi-mcp: {refused}", file=sys.stderr)
+        raise SystemExit(2) from refused
     logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
     for warning in unknown_variables(env):
         logger.warning("%s", warning, extra=CLIENT)

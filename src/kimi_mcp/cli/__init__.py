@@ -69,11 +69,17 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(importlib.import_module(f"{__package__}.{args.module}").run(args))
     if args.check:
         raise SystemExit(check())
+    relay = None
     if not args.http:
-        FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
-    from ..server import serve  # FastMCP and the rest load only to serve
+        relay = FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
+    try:
+        from ..server import serve  # FastMCP and the rest load only to serve
 
-    serve(args)
+        serve(args)
+    except BaseException as exc:
+        if relay is not None:
+            relay.refused(exc)  # a server that could not start: the client's requests are told why
+        raise
 
 
 def check() -> int:
