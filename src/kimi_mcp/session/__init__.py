@@ -25,9 +25,11 @@ from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancel
 from ..scope import Scope
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
 from ._policy import ApprovalPolicy
+from ._process import IDLE_SAMPLE, PROCESS_SAMPLE
 from ._questions import Questions
-from ._terminal import IDLE_SAMPLE, POLL, PROCESS_SAMPLE, Terminal
+from ._terminal import Terminal
 from ._turn import INTERRUPT_WAIT, Turn
+from ._waits import POLL
 from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail, merged
 
 __all__ = [
@@ -183,7 +185,7 @@ class KimiSession:
                 seen = ScreenState.READY
             return seen in (ScreenState.TRUST, ScreenState.NOT_LOGGED_IN, ScreenState.READY)
 
-        self.term.until(actionable, math.inf, poll=POLL * 2)
+        self.term.waits.until(actionable, math.inf, poll=POLL * 2)
         return seen
 
     def _log_in(self) -> None:
@@ -217,12 +219,12 @@ class KimiSession:
 
     def close(self) -> None:
         """Exit Kimi cleanly if possible; in every case leave no process behind."""
-        if not self.term.started or self.state is State.CLOSED:
+        if not self.term.process.started or self.state is State.CLOSED:
             self.state = State.CLOSED
             return
         try:
-            self.term.record_processes()  # what runs now, before the exit re-parents anything
-            if self.term.alive() and not self.term.eof:
+            self.term.process.record()  # what runs now, before the exit re-parents anything
+            if self.term.process.alive() and not self.term.eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(INTERRUPT_WAIT)
                 clear = self.driver.clear_input_sequence()  # stray text would be sent with the exit keys
@@ -231,10 +233,10 @@ class KimiSession:
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
         finally:
-            self.term.terminate(grace=5.0)
+            self.term.process.terminate(grace=5.0)
             self.term.save_transcript(self.session_id)
             self.state = State.CLOSED
-            log.info("session closed (exit status %s)", self.term.exit_status)
+            log.info("session closed (exit status %s)", self.term.process.exit_status)
 
     def kill(self, grace: float = 1.0) -> None:
         """Stop Kimi now without the exit dialogue (a standby that never ran a turn, or server shutdown)."""
@@ -266,11 +268,13 @@ class KimiSession:
         """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
         if stop.is_set() or self.term.eof:
             return
-        self.term.sample_every = IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
+        self.term.process.sample_every = (
+            IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
+        )
         try:
-            self.term.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
+            self.term.waits.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
         finally:
-            self.term.sample_every = PROCESS_SAMPLE
+            self.term.process.sample_every = PROCESS_SAMPLE
 
     def ready_again(self, limit: float) -> bool:
         """After a cleanly ended turn: whether Kimi is alive and idle, so a follow-up can be typed (the
@@ -281,13 +285,13 @@ class KimiSession:
 
     def wake(self) -> None:
         """Make :meth:`idle_until` look at its stop event now instead of at its next poll."""
-        self.term.wake()
+        self.term.waits.wake()
 
     def usable(self, limit: float) -> bool:
         """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
-        if self.state is not State.READY or self.term.eof or not self.term.alive():
+        if self.state is not State.READY or self.term.eof or not self.term.process.alive():
             return False
-        return self.term.wait_idle(limit, self.wire.read)
+        return self.term.waits.wait_idle(limit, self.wire.read)
 
     # -- one turn ------------------------------------------------------------------------------------
     def run_turn(self, prompt: str) -> TurnTrace:
@@ -368,7 +372,7 @@ class KimiSession:
         first (its reject key; a dismissed question): on a panel the interrupt key may mean "reject, go
         on" and Enter "approve", so neither is pressed there. The interrupt key goes to a busy Kimi once,
         and once more after each panel answered on the way (the turn's next step may show one)."""
-        if not self.term.started or self.term.eof or not self.trace.begun or self.trace.ended:
+        if not self.term.process.started or self.term.eof or not self.trace.begun or self.trace.ended:
             return
 
         def ended() -> bool:
@@ -393,14 +397,14 @@ class KimiSession:
                 ):  # answer it, then interrupt as soon as it is gone (before the next step's)
                     self.term.write(panels[shown])
                     pressed = -math.inf
-                    self.term.until(
+                    self.term.waits.until(
                         lambda shown=shown: ended() or state() is not shown, min(PANEL_GONE, left)
                     )
                     continue
                 if time.monotonic() - pressed >= REPRESS_AFTER and (shown is ScreenState.BUSY or pressed < 0):
                     self.term.write(self.driver.interrupt_key)  # again if a busy Kimi did not take it
                     pressed = time.monotonic()
-                self.term.until(lambda: ended() or state() in panels, min(STOP_STEP, left))
+                self.term.waits.until(lambda: ended() or state() in panels, min(STOP_STEP, left))
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
@@ -413,6 +417,6 @@ class KimiSession:
         """Kimi's screen as it is now, secrets masked ("" before Kimi started)."""
         term = getattr(self, "term", None)
         try:
-            return self._redact(term.screen.text) if term is not None and term.started else ""
+            return self._redact(term.screen.text) if term is not None and term.process.started else ""
         except Exception:  # read from another thread while the screen is drawn: try again next time
             return ""

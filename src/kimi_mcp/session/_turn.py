@@ -78,7 +78,7 @@ class Turn:
         self.submitted = time.monotonic()
         log.debug("prompt submitted")
         self._progress("prompt sent; Kimi is working")
-        self.term.until(self._look, math.inf)
+        self.term.waits.until(self._look, math.inf)
 
     def collect(self) -> TurnTrace:
         """The trace, with the error a turn without an answer shows on screen, or the unmatched panels."""
@@ -86,7 +86,7 @@ class Turn:
         if not trace.output:
             # No answer text: Kimi may have printed an error instead. Errors are committed to the screen
             # shortly after the turn ends, so wait for the idle screen before reading them.
-            self.term.wait_idle(COLLECT_IDLE, self.wire.read)
+            self.term.waits.wait_idle(COLLECT_IDLE, self.wire.read)
             trace.error = self.driver.screen_error(self.term.screen.tail_since(self.mark)) or _gave_up(trace)
         if trace.unmatched and trace.error is None:
             trace.error = SessionError(
