@@ -28,7 +28,7 @@ from ._policy import ApprovalPolicy
 from ._process import IDLE_SAMPLE, PROCESS_SAMPLE
 from ._questions import Questions
 from ._terminal import Terminal
-from ._turn import INTERRUPT_WAIT, Turn
+from ._turn import INTERRUPT_WAIT, SessionParts, Turn
 from ._waits import POLL
 from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail, merged
 
@@ -99,18 +99,24 @@ class KimiSession:
         self._startup_limit = math.inf
         self.term = Terminal(
             driver,
-            redact=self._redact,
+            scope=self._current,
             checkpoint=self._check_abort,
             deadline=self._time_limit,
             transcript_dir=transcript_dir,
         )
         self.wire = SessionLog(
-            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress,
-            on_session=lambda session_id: self.scope.on_session(session_id),
-        )  # fmt: skip
-        self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress, lambda: self.scope)
-        self.questions = Questions(driver, self.term, self.wire, lambda: self.scope)
+            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, scope=self._current
+        )
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self._current)
+        self.questions = Questions(driver, self.term, self.wire, self._current)
+        self.parts = SessionParts(
+            self.term, self.wire, self.approvals, self.questions, self._check_abort, self._interrupt
+        )
         self.turns = 0  # turns run in this session for its current scope
+
+    def _current(self) -> Scope:
+        """The scope of the call the session serves now (a standby or live session is bound to each call's)."""
+        return self.scope
 
     @property
     def deadline(self) -> float:
@@ -307,19 +313,7 @@ class KimiSession:
 
     def _turn(self, prompt: str) -> Turn:
         self.turns += 1
-        return Turn(
-            prompt,
-            term=self.term,
-            wire=self.wire,
-            approvals=self.approvals,
-            questions=self.questions,
-            scope=self.scope,
-            turn=self.turns - 1,
-            progress=self._progress,
-            redact=self._redact,
-            checkpoint=self._check_abort,
-            interrupt=self._interrupt,
-        )
+        return Turn(prompt, self.parts, self.scope, self.turns - 1)
 
     # -- stopping --------------------------------------------------------------------------------------
     def _time_limit(self) -> float:

@@ -18,6 +18,7 @@ import pexpect
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
+from ..scope import Scope
 from ._process import KimiProcess
 from ._screen import TerminalScreen, excerpt, strip_ansi
 from ._waits import Waits
@@ -35,7 +36,8 @@ class Terminal:
     """One Kimi process on a pty, read through a virtual screen. Blocking, used by one thread at a time
     (except :meth:`kill`, which any thread may call: it signals, and leaves the pty to its reader).
 
-    ``redact`` masks secrets in what leaves through errors, logs and transcripts; ``checkpoint`` and
+    ``scope`` gives the current call's scope, whose redactor masks secrets in what leaves through errors, logs
+    and transcripts; ``checkpoint`` and
     ``deadline`` bound the login's waits (see :class:`~kimi_mcp.session._waits.Waits`).
     """
 
@@ -43,13 +45,13 @@ class Terminal:
         self,
         driver: Driver,
         *,
-        redact: Callable[[str], str],
+        scope: Callable[[], Scope],
         checkpoint: Callable[[], None] = lambda: None,
         deadline: Callable[[], float] = lambda: math.inf,
         transcript_dir: str | None = None,
     ) -> None:
         self.driver = driver
-        self.redact = redact
+        self.scope = scope
         self.process = KimiProcess(ROWS, COLS)
         self.waits = Waits(self, checkpoint=checkpoint, deadline=deadline)
         self.screen = TerminalScreen(ROWS, COLS)
@@ -86,7 +88,7 @@ class Terminal:
                     "Kimi did not exit (attempt %d, idle=%s); screen:\n%s",
                     attempt,
                     idle,
-                    self.redact("\n".join(line for line in self.screen.lines if line.strip())),
+                    self._redact("\n".join(line for line in self.screen.lines if line.strip())),
                 )
             self.play(sequence)
             if not self.eof:
@@ -171,8 +173,11 @@ class Terminal:
         """A few trimmed lines of what Kimi shows (``text``: the output tail) for an error, secrets masked;
         the whole of it goes to the debug log."""
         text = self.screen.tail if text is None else text
-        log.debug("Kimi's screen at the error:\n%s", self.redact(text[-4000:]))
-        return self.redact(excerpt(text[-4000:]))
+        log.debug("Kimi's screen at the error:\n%s", self._redact(text[-4000:]))
+        return self._redact(excerpt(text[-4000:]))
+
+    def _redact(self, text: str) -> str:
+        return self.scope().redactor(text)
 
     # -- transcript --------------------------------------------------------------------------------------
     def save_transcript(self, session_id: str | None) -> None:
@@ -183,6 +188,6 @@ class Terminal:
             folder = Path(self._transcript_dir)
             folder.mkdir(parents=True, exist_ok=True)
             name = f"{time.strftime('%Y%m%dT%H%M%S')}-{session_id or os.getpid()}.log"
-            (folder / name).write_text(self.redact("".join(self._transcript)), encoding="utf-8")
+            (folder / name).write_text(self._redact("".join(self._transcript)), encoding="utf-8")
         except OSError as exc:
             log.warning("could not save transcript: %s", exc)

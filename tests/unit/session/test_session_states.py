@@ -15,6 +15,7 @@ from kimi_mcp.drivers.base import KimiInstall, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
 from kimi_mcp.scope import Scope
+from kimi_mcp.secrets import Redactor
 from kimi_mcp.session import ApprovalPolicy, KimiSession, State
 from kimi_mcp.session._terminal import Terminal
 
@@ -56,7 +57,8 @@ class Child:
 
 
 def terminal(child: Child, **hooks) -> Terminal:
-    term = Terminal(driver(), redact=lambda text: text.replace("sk-secret", "***"), **hooks)
+    scope = Scope(deadline=time.monotonic() + 60, redactor=Redactor(["sk-secret"]))
+    term = Terminal(driver(), scope=lambda: scope, **hooks)
     term.process.child = child  # type: ignore[assignment]
     return term
 
@@ -337,7 +339,8 @@ def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:
 
 
 def test_a_kill_from_another_thread_only_signals_and_the_reader_sees_the_end(tmp_path: Path) -> None:
-    term = Terminal(driver(), redact=lambda text: text)
+    scope = Scope.detached()
+    term = Terminal(driver(), scope=lambda: scope)
     term.spawn(["sleep", "30"], tmp_path, {"PATH": "/usr/bin:/bin"})
     errors: list[BaseException] = []
     inside, killed = threading.Event(), threading.Event()
