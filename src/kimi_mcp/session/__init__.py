@@ -6,24 +6,28 @@ is; the session only moves through the states. The end of a turn comes from the 
 (``TurnEnd``), never from guessing at the screen; the screen is used for what the log does not record
 (readiness, approval panels, error lines) and to confirm that Kimi is idle before anything else is typed.
 
-The parts: ``_terminal`` (pty and screen), ``_wirelog`` (the session log), ``_turn`` (one turn),
-``_approvals`` (approval panels), ``_policy`` (what is approved), ``_proc`` (process-tree cleanup).
+The parts: ``_terminal`` (screen I/O: the virtual screen, typing, the transcript), ``_process`` (Kimi's
+process on its pty, its descendants), ``_waits`` (every wait on the terminal), ``_login`` (the automated
+login), ``_wirelog`` (the session log), ``_turn`` (one turn), ``_interrupt`` (stopping a turn),
+``_approvals`` (approval panels), ``_questions`` (question panels), ``_policy`` (what is approved),
+``_proc`` (process-tree cleanup).
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import math
 import threading
 import time
 from pathlib import Path
 
-from .._logging import for_client, get_logger
+from .._logging import get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
-from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from ..errors import ApiError, SessionError, TaskCancelled, TaskTimeout
 from ..scope import Scope
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
+from ._interrupt import interrupt_turn
+from ._login import automated_login, not_logged_in
 from ._policy import ApprovalPolicy
 from ._process import IDLE_SAMPLE, PROCESS_SAMPLE
 from ._questions import Questions
@@ -47,9 +51,6 @@ __all__ = [
 log = get_logger("session")
 
 TRUST_PAUSE = 0.3  # seconds after answering the trust prompt
-STOP_STEP = 0.2  # seconds between looks at the screen while a turn is being stopped
-REPRESS_AFTER = 1.0  # seconds a busy Kimi has to take the interrupt key before it is pressed again
-PANEL_GONE = 2.0  # seconds a panel answered while stopping has to go (its key is never pressed twice sooner)
 
 
 class State(enum.Enum):
@@ -196,31 +197,10 @@ class KimiSession:
 
     def _log_in(self) -> None:
         if self._login is None:
-            raise AuthError(
-                "Kimi is not logged in (no model configured) and MOONSHOT_API_KEY is not set",
-                details={"dialect": self.driver.name},
-                suggestion=(
-                    "Either set MOONSHOT_API_KEY in the server's environment (or its .env) so kimi-mcp logs "
-                    "Kimi in automatically, or run `kimi` once by hand and log in with /login."
-                ),
-            )
+            raise not_logged_in(self.driver)
         self.state = State.SETUP
-        self._progress(f"Kimi is not logged in; logging in to {self._login.platform} with MOONSHOT_API_KEY")
-        log.info(
-            "running the automated login (%s, platform %s)",
-            self.driver.name,
-            self._login.platform,
-            extra=for_client(self.scope.job_id),
-        )
-        try:
-            model = self.driver.login(self.term, self._login)
-        except KimiMCPError as exc:
-            exc.message = self._redact(exc.message)
-            exc.details = {k: self._redact(v) if isinstance(v, str) else v for k, v in exc.details.items()}
-            raise
+        automated_login(self.driver, self.term, self._login, self.scope)
         self._logged_in_here = True
-        self._progress(f"logged in; model {model}")
-        log.info("automated login done; model %s", model, extra=for_client(self.scope.job_id))
         self.state = State.STARTING
 
     def close(self) -> None:
@@ -362,43 +342,8 @@ class KimiSession:
         )
 
     def _interrupt(self, wait: float) -> None:
-        """Stop a running turn and give Kimi a moment to log its end. A panel on screen is answered "no"
-        first (its reject key; a dismissed question): on a panel the interrupt key may mean "reject, go
-        on" and Enter "approve", so neither is pressed there. The interrupt key goes to a busy Kimi once,
-        and once more after each panel answered on the way (the turn's next step may show one)."""
-        if not self.term.process.started or self.term.eof or not self.trace.begun or self.trace.ended:
-            return
-
-        def ended() -> bool:
-            self.wire.read()
-            return self.trace.ended or self.term.eof
-
-        end = time.monotonic() + wait
-        pressed = -math.inf  # when the interrupt key was last pressed
-        panels = {
-            ScreenState.APPROVAL: self.driver.reject_key,
-            ScreenState.QUESTION: self.driver.dismiss_question_key,
-        }
-
-        def state() -> ScreenState:
-            return self.driver.classify(self.term.screen.lines)
-
-        with contextlib.suppress(Exception):
-            while not ended() and (left := end - time.monotonic()) > 0:
-                shown = state()
-                if (
-                    shown in panels
-                ):  # answer it, then interrupt as soon as it is gone (before the next step's)
-                    self.term.write(panels[shown])
-                    pressed = -math.inf
-                    self.term.waits.until(
-                        lambda shown=shown: ended() or state() is not shown, min(PANEL_GONE, left)
-                    )
-                    continue
-                if time.monotonic() - pressed >= REPRESS_AFTER and (shown is ScreenState.BUSY or pressed < 0):
-                    self.term.write(self.driver.interrupt_key)  # again if a busy Kimi did not take it
-                    pressed = time.monotonic()
-                self.term.waits.until(lambda: ended() or state() in panels, min(STOP_STEP, left))
+        """Stop a running turn and give Kimi ``wait`` seconds to log its end (see ``_interrupt``)."""
+        interrupt_turn(self.term, self.wire, wait)
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
