@@ -51,7 +51,7 @@ class Terminal:
         transcript_dir: str | None = None,
     ) -> None:
         self.driver = driver
-        self.scope = scope
+        self._scope = scope  # the current call's (its redactor masks what leaves)
         self.process = KimiProcess(ROWS, COLS)
         self.waits = Waits(self, checkpoint=checkpoint, deadline=deadline)
         self.screen = TerminalScreen(ROWS, COLS)
@@ -177,7 +177,7 @@ class Terminal:
         return self._redact(excerpt(text[-4000:]))
 
     def _redact(self, text: str) -> str:
-        return self.scope().redactor(text)
+        return self._scope().redactor(text)
 
     # -- transcript --------------------------------------------------------------------------------------
     def save_transcript(self, session_id: str | None) -> None:

@@ -55,9 +55,7 @@ class Turn:
         self.number = number
         self._checkpoint = session.checkpoint
         self._interrupt = session.interrupt
-        self.mark = (
-            self.term.screen.total_chars
-        )  # echoes and errors are looked for after this screen position
+        self.mark = self.term.screen.total_chars  # echoes and errors are looked for after this position
         self.submitted = 0.0
         self.verified = self.resubmitted = self.busy_seen = False
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
