@@ -6,28 +6,34 @@ is; the session only moves through the states. The end of a turn comes from the 
 (``TurnEnd``), never from guessing at the screen; the screen is used for what the log does not record
 (readiness, approval panels, error lines) and to confirm that Kimi is idle before anything else is typed.
 
-The parts: ``_terminal`` (pty and screen), ``_wirelog`` (the session log), ``_turn`` (one turn),
-``_approvals`` (approval panels), ``_policy`` (what is approved), ``_proc`` (process-tree cleanup).
+The parts: ``_terminal`` (screen I/O: the virtual screen, typing, the transcript), ``_process`` (Kimi's
+process on its pty, its descendants), ``_waits`` (every wait on the terminal), ``_login`` (the automated
+login), ``_wirelog`` (the session log), ``_turn`` (one turn), ``_interrupt`` (stopping a turn),
+``_approvals`` (approval panels), ``_questions`` (question panels), ``_policy`` (what is approved),
+``_proc`` (process-tree cleanup).
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import math
 import threading
 import time
 from pathlib import Path
 
-from .._logging import for_client, get_logger
+from .._logging import get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
-from ..errors import ApiError, AuthError, KimiMCPError, SessionError, TaskCancelled, TaskTimeout
+from ..errors import ApiError, SessionError, TaskCancelled, TaskTimeout
 from ..scope import Scope
 from ._approvals import PANEL_GRACE, UNMATCHED_WAIT, Approvals
+from ._interrupt import interrupt_turn
+from ._login import automated_login, not_logged_in
 from ._policy import ApprovalPolicy
+from ._process import IDLE_SAMPLE, PROCESS_SAMPLE
 from ._questions import Questions
-from ._terminal import IDLE_SAMPLE, POLL, PROCESS_SAMPLE, Terminal
-from ._turn import INTERRUPT_WAIT, Turn
+from ._terminal import Terminal
+from ._turn import INTERRUPT_WAIT, SessionParts, Turn
+from ._waits import POLL
 from ._wirelog import CallRecord, SessionLog, TurnTrace, WireTail, merged
 
 __all__ = [
@@ -45,9 +51,6 @@ __all__ = [
 log = get_logger("session")
 
 TRUST_PAUSE = 0.3  # seconds after answering the trust prompt
-STOP_STEP = 0.2  # seconds between looks at the screen while a turn is being stopped
-REPRESS_AFTER = 1.0  # seconds a busy Kimi has to take the interrupt key before it is pressed again
-PANEL_GONE = 2.0  # seconds a panel answered while stopping has to go (its key is never pressed twice sooner)
 
 
 class State(enum.Enum):
@@ -97,18 +100,24 @@ class KimiSession:
         self._startup_limit = math.inf
         self.term = Terminal(
             driver,
-            redact=self._redact,
+            scope=self._current,
             checkpoint=self._check_abort,
             deadline=self._time_limit,
             transcript_dir=transcript_dir,
         )
         self.wire = SessionLog(
-            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, progress=self._progress,
-            on_session=lambda session_id: self.scope.on_session(session_id),
-        )  # fmt: skip
-        self.approvals = Approvals(driver, policy, self.term, self.wire, self._progress, lambda: self.scope)
-        self.questions = Questions(driver, self.term, self.wire, lambda: self.scope)
+            driver, self.env, workspace, screen_text=lambda: self.term.screen.text, scope=self._current
+        )
+        self.approvals = Approvals(driver, policy, self.term, self.wire, self._current)
+        self.questions = Questions(driver, self.term, self.wire, self._current)
+        self.parts = SessionParts(
+            self.term, self.wire, self.approvals, self.questions, self._check_abort, self._interrupt
+        )
         self.turns = 0  # turns run in this session for its current scope
+
+    def _current(self) -> Scope:
+        """The scope of the call the session serves now (a standby or live session is bound to each call's)."""
+        return self.scope
 
     @property
     def deadline(self) -> float:
@@ -183,46 +192,25 @@ class KimiSession:
                 seen = ScreenState.READY
             return seen in (ScreenState.TRUST, ScreenState.NOT_LOGGED_IN, ScreenState.READY)
 
-        self.term.until(actionable, math.inf, poll=POLL * 2)
+        self.term.waits.until(actionable, math.inf, poll=POLL * 2)
         return seen
 
     def _log_in(self) -> None:
         if self._login is None:
-            raise AuthError(
-                "Kimi is not logged in (no model configured) and MOONSHOT_API_KEY is not set",
-                details={"dialect": self.driver.name},
-                suggestion=(
-                    "Either set MOONSHOT_API_KEY in the server's environment (or its .env) so kimi-mcp logs "
-                    "Kimi in automatically, or run `kimi` once by hand and log in with /login."
-                ),
-            )
+            raise not_logged_in(self.driver)
         self.state = State.SETUP
-        self._progress(f"Kimi is not logged in; logging in to {self._login.platform} with MOONSHOT_API_KEY")
-        log.info(
-            "running the automated login (%s, platform %s)",
-            self.driver.name,
-            self._login.platform,
-            extra=for_client(self.scope.job_id),
-        )
-        try:
-            model = self.driver.login(self.term, self._login)
-        except KimiMCPError as exc:
-            exc.message = self._redact(exc.message)
-            exc.details = {k: self._redact(v) if isinstance(v, str) else v for k, v in exc.details.items()}
-            raise
+        automated_login(self.driver, self.term, self._login, self.scope)
         self._logged_in_here = True
-        self._progress(f"logged in; model {model}")
-        log.info("automated login done; model %s", model, extra=for_client(self.scope.job_id))
         self.state = State.STARTING
 
     def close(self) -> None:
         """Exit Kimi cleanly if possible; in every case leave no process behind."""
-        if not self.term.started or self.state is State.CLOSED:
+        if not self.term.process.started or self.state is State.CLOSED:
             self.state = State.CLOSED
             return
         try:
-            self.term.record_processes()  # what runs now, before the exit re-parents anything
-            if self.term.alive() and not self.term.eof:
+            self.term.process.record()  # what runs now, before the exit re-parents anything
+            if self.term.process.alive() and not self.term.eof:
                 if self.trace.begun and not self.trace.ended:
                     self._interrupt(INTERRUPT_WAIT)
                 clear = self.driver.clear_input_sequence()  # stray text would be sent with the exit keys
@@ -231,10 +219,10 @@ class KimiSession:
         except Exception as exc:  # cleanup must go on whatever happened
             log.warning("graceful exit failed: %s", exc)
         finally:
-            self.term.terminate(grace=5.0)
+            self.term.process.terminate(grace=5.0)
             self.term.save_transcript(self.session_id)
             self.state = State.CLOSED
-            log.info("session closed (exit status %s)", self.term.exit_status)
+            log.info("session closed (exit status %s)", self.term.process.exit_status)
 
     def kill(self, grace: float = 1.0) -> None:
         """Stop Kimi now without the exit dialogue (a standby that never ran a turn, or server shutdown)."""
@@ -266,11 +254,13 @@ class KimiSession:
         """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
         if stop.is_set() or self.term.eof:
             return
-        self.term.sample_every = IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
+        self.term.process.sample_every = (
+            IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
+        )
         try:
-            self.term.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
+            self.term.waits.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
         finally:
-            self.term.sample_every = PROCESS_SAMPLE
+            self.term.process.sample_every = PROCESS_SAMPLE
 
     def ready_again(self, limit: float) -> bool:
         """After a cleanly ended turn: whether Kimi is alive and idle, so a follow-up can be typed (the
@@ -281,13 +271,13 @@ class KimiSession:
 
     def wake(self) -> None:
         """Make :meth:`idle_until` look at its stop event now instead of at its next poll."""
-        self.term.wake()
+        self.term.waits.wake()
 
     def usable(self, limit: float) -> bool:
         """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
-        if self.state is not State.READY or self.term.eof or not self.term.alive():
+        if self.state is not State.READY or self.term.eof or not self.term.process.alive():
             return False
-        return self.term.wait_idle(limit, self.wire.read)
+        return self.term.waits.wait_idle(limit, self.wire.read)
 
     # -- one turn ------------------------------------------------------------------------------------
     def run_turn(self, prompt: str) -> TurnTrace:
@@ -303,19 +293,7 @@ class KimiSession:
 
     def _turn(self, prompt: str) -> Turn:
         self.turns += 1
-        return Turn(
-            prompt,
-            term=self.term,
-            wire=self.wire,
-            approvals=self.approvals,
-            questions=self.questions,
-            scope=self.scope,
-            turn=self.turns - 1,
-            progress=self._progress,
-            redact=self._redact,
-            checkpoint=self._check_abort,
-            interrupt=self._interrupt,
-        )
+        return Turn(prompt, self.parts, self.scope, self.turns - 1)
 
     # -- stopping --------------------------------------------------------------------------------------
     def _time_limit(self) -> float:
@@ -364,43 +342,8 @@ class KimiSession:
         )
 
     def _interrupt(self, wait: float) -> None:
-        """Stop a running turn and give Kimi a moment to log its end. A panel on screen is answered "no"
-        first (its reject key; a dismissed question): on a panel the interrupt key may mean "reject, go
-        on" and Enter "approve", so neither is pressed there. The interrupt key goes to a busy Kimi once,
-        and once more after each panel answered on the way (the turn's next step may show one)."""
-        if not self.term.started or self.term.eof or not self.trace.begun or self.trace.ended:
-            return
-
-        def ended() -> bool:
-            self.wire.read()
-            return self.trace.ended or self.term.eof
-
-        end = time.monotonic() + wait
-        pressed = -math.inf  # when the interrupt key was last pressed
-        panels = {
-            ScreenState.APPROVAL: self.driver.reject_key,
-            ScreenState.QUESTION: self.driver.dismiss_question_key,
-        }
-
-        def state() -> ScreenState:
-            return self.driver.classify(self.term.screen.lines)
-
-        with contextlib.suppress(Exception):
-            while not ended() and (left := end - time.monotonic()) > 0:
-                shown = state()
-                if (
-                    shown in panels
-                ):  # answer it, then interrupt as soon as it is gone (before the next step's)
-                    self.term.write(panels[shown])
-                    pressed = -math.inf
-                    self.term.until(
-                        lambda shown=shown: ended() or state() is not shown, min(PANEL_GONE, left)
-                    )
-                    continue
-                if time.monotonic() - pressed >= REPRESS_AFTER and (shown is ScreenState.BUSY or pressed < 0):
-                    self.term.write(self.driver.interrupt_key)  # again if a busy Kimi did not take it
-                    pressed = time.monotonic()
-                self.term.until(lambda: ended() or state() in panels, min(STOP_STEP, left))
+        """Stop a running turn and give Kimi ``wait`` seconds to log its end (see ``_interrupt``)."""
+        interrupt_turn(self.term, self.wire, wait)
 
     def _progress(self, message: str) -> None:
         """Tell the caller what is happening (progress notifications), secrets masked."""
@@ -413,6 +356,6 @@ class KimiSession:
         """Kimi's screen as it is now, secrets masked ("" before Kimi started)."""
         term = getattr(self, "term", None)
         try:
-            return self._redact(term.screen.text) if term is not None and term.started else ""
+            return self._redact(term.screen.text) if term is not None and term.process.started else ""
         except Exception:  # read from another thread while the screen is drawn: try again next time
             return ""

@@ -65,15 +65,13 @@ class Approvals:
         policy: ApprovalPolicy,
         keys: Keys,
         wire: LogReader,
-        progress: Callable[[str], None],
-        scope: Callable[[], Scope] | None = None,
+        scope: Callable[[], Scope],
     ) -> None:
         self.driver = driver
         self.policy = policy
         self.keys = keys
         self.wire = wire
-        self._progress = progress
-        self._scope = scope or (lambda: Scope.detached())  # the session's current scope
+        self._scope = scope  # the session's current scope (its progress, whether to ask the caller)
         self._asked: dict[str, float] = {}  # approvals asked of the caller (approvals="ask"), since when
 
     def answer(self, seen_at: float, answered: dict[str, Answer]) -> None:
@@ -116,7 +114,7 @@ class Approvals:
         answered[key_id] = Answer(key, time.monotonic(), 1, panel)
         verb = "approved" if approve else "rejected"
         name = call.name if call else "unknown tool"
-        self._progress(f"{verb} {name}: {reason}")
+        self._scope().progress(f"{verb} {name}: {reason}")
         log.info("%s %s (%s)", verb, name, reason)
 
     def _panel_call(
@@ -170,7 +168,7 @@ class Approvals:
             )
             scope.pause()
             scope.inbox.ask(question, kind="approval")
-            self._progress(f"asking the caller to approve {call.name}")
+            self._scope().progress(f"asking the caller to approve {call.name}")
             return None
         answer = scope.inbox.take_answer()
         if answer is None:

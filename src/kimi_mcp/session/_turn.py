@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
@@ -24,39 +25,37 @@ NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen
 COLLECT_IDLE = 3.0  # seconds to wait for the idle screen that shows an error when the turn had no answer
 
 
+@dataclass(frozen=True)
+class SessionParts:
+    """What a turn uses of its session: the terminal, the session log, the panels' answerers, and how the
+    session stops (``checkpoint`` raises when the caller cancelled or the time is up; ``interrupt`` stops
+    Kimi's turn, waiting at most the seconds it is given)."""
+
+    term: Terminal
+    wire: SessionLog
+    approvals: Approvals
+    questions: Questions
+    checkpoint: Callable[[], None]
+    interrupt: Callable[[float], None]
+
+
 class Turn:
     """One prompt, from typing it to the end the session log reports (into ``wire.trace``, begun by the
-    caller). ``checkpoint`` raises when the caller cancelled or time is up; ``interrupt`` stops Kimi's
-    turn."""
+    caller), for the call of ``scope`` (its progress, secrets, token meter and inbox); ``number``: the
+    session's turns for that call are numbered from 0 (its token meter counts each)."""
 
-    def __init__(
-        self,
-        prompt: str,
-        *,
-        term: Terminal,
-        wire: SessionLog,
-        approvals: Approvals,
-        questions: Questions,
-        scope: Scope,
-        turn: int,
-        progress: Callable[[str], None],
-        redact: Callable[[str], str],
-        checkpoint: Callable[[], None],
-        interrupt: Callable[[float], None],
-    ) -> None:
+    def __init__(self, prompt: str, session: SessionParts, scope: Scope, number: int) -> None:
         self.prompt = prompt
-        self.term = term
-        self.wire = wire
-        self.driver: Driver = wire.driver
-        self.approvals = approvals
-        self.questions = questions
+        self.term = session.term
+        self.wire = session.wire
+        self.driver: Driver = session.wire.driver
+        self.approvals = session.approvals
+        self.questions = session.questions
         self.scope = scope
-        self.number = turn  # the run's turns are numbered from 0 (its token meter counts each)
-        self._progress = progress
-        self._redact = redact
-        self._checkpoint = checkpoint
-        self._interrupt = interrupt
-        self.mark = term.screen.total_chars  # echoes and errors are looked for after this screen position
+        self.number = number
+        self._checkpoint = session.checkpoint
+        self._interrupt = session.interrupt
+        self.mark = self.term.screen.total_chars  # echoes and errors are looked for after this position
         self.submitted = 0.0
         self.verified = self.resubmitted = self.busy_seen = False
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
@@ -77,8 +76,8 @@ class Turn:
         self.term.play(rest)
         self.submitted = time.monotonic()
         log.debug("prompt submitted")
-        self._progress("prompt sent; Kimi is working")
-        self.term.until(self._look, math.inf)
+        self.scope.progress("prompt sent; Kimi is working")
+        self.term.waits.until(self._look, math.inf)
 
     def collect(self) -> TurnTrace:
         """The trace, with the error a turn without an answer shows on screen, or the unmatched panels."""
@@ -86,7 +85,7 @@ class Turn:
         if not trace.output:
             # No answer text: Kimi may have printed an error instead. Errors are committed to the screen
             # shortly after the turn ends, so wait for the idle screen before reading them.
-            self.term.wait_idle(COLLECT_IDLE, self.wire.read)
+            self.term.waits.wait_idle(COLLECT_IDLE, self.wire.read)
             trace.error = self.driver.screen_error(self.term.screen.tail_since(self.mark)) or _gave_up(trace)
         if trace.unmatched and trace.error is None:
             trace.error = SessionError(
@@ -96,7 +95,7 @@ class Turn:
                 suggestion="Retry the call; the files changed so far are listed in this result.",
                 retryable=True,
             )
-        self._progress("turn finished")
+        self.scope.progress("turn finished")
         return trace
 
     def _look(self) -> bool:
@@ -141,7 +140,7 @@ class Turn:
         meter.record(self.scope, self.number, trace.input_tokens + trace.output_tokens)
         if trace.ended or (over := meter.over()) is None:
             return
-        self._progress("token limit reached; interrupting Kimi")
+        self.scope.progress("token limit reached; interrupting Kimi")
         self._interrupt(INTERRUPT_WAIT)
         raise over
 
@@ -150,7 +149,7 @@ class Turn:
         run sends the message as its next turn)."""
         inbox = self.scope.inbox
         if inbox.has("interrupt"):
-            self._progress("interrupting Kimi for a new message")
+            self.scope.progress("interrupting Kimi for a new message")
             self._interrupt(INTERRUPT_WAIT)
             return
         message = inbox.next_message(("steer",))
@@ -165,7 +164,7 @@ class Turn:
         delivery = self.driver.steer_delivery
         self.scope.delivered.append(Delivered(text, "steer", delivery, time.time()))
         self.expected.append(text)
-        self._progress(f"message typed into the running turn ({delivery.replace('_', ' ')})")
+        self.scope.progress(f"message typed into the running turn ({delivery.replace('_', ' ')})")
 
     def _unstick(self, state: ScreenState, now: float) -> None:
         """A turn that does not begin, or has no log: an auth error or a start-up fault on screen ends it, a
@@ -224,8 +223,8 @@ class Turn:
                 "Kimi received a message in its turn that differs from the one sent (or one nobody sent), so "
                 "the turn was stopped",
                 details={
-                    "received_near": self._redact(got[:80]),
-                    "sent_near": self._redact((sent or "")[:80]),
+                    "received_near": self.scope.redactor(got[:80]),
+                    "sent_near": self.scope.redactor((sent or "")[:80]),
                 },
                 suggestion="Retry; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and report it.",
                 retryable=True,
@@ -248,8 +247,8 @@ class Turn:
                 "sent_chars": len(self.prompt),
                 "received_chars": len(received),
                 "first_difference_at": at,
-                "sent_near": self._redact(sent[max(0, at - 40) : at + 40]),
-                "received_near": self._redact(got[max(0, at - 40) : at + 40]),
+                "sent_near": self.scope.redactor(sent[max(0, at - 40) : at + 40]),
+                "received_near": self.scope.redactor(got[max(0, at - 40) : at + 40]),
             },
             suggestion="Retry the call; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and "
             "report it.",

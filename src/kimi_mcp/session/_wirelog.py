@@ -29,6 +29,7 @@ from ..drivers.base import (
     WireEvent,
 )
 from ..errors import KimiMCPError
+from ..scope import Scope
 
 log = get_logger("session")
 
@@ -209,7 +210,8 @@ class WireTail:
 
 class SessionLog:
     """This session's log: found by the session id on screen (or by its first prompt), tailed, and folded
-    into :attr:`trace`, the current turn. ``on_session`` is told the session id as soon as it is known."""
+    into :attr:`trace`, the current turn. The current call's ``scope`` is told the session id as soon as it
+    is known, and the news of the turn (progress)."""
 
     def __init__(
         self,
@@ -218,8 +220,7 @@ class SessionLog:
         workspace: Path,
         *,
         screen_text: Callable[[], str],
-        progress: Callable[[str], None],
-        on_session: Callable[[str], None] = lambda _session_id: None,
+        scope: Callable[[], Scope],
     ) -> None:
         self.driver = driver
         self.env = env
@@ -227,8 +228,7 @@ class SessionLog:
         self.session_id: str | None = None
         self.trace = TurnTrace()
         self._screen_text = screen_text
-        self._progress = progress
-        self._on_session = on_session
+        self._scope = scope  # the current call's: told the news (progress) and the session id
         self._prompt: str | None = None
         self._tail: WireTail | None = None
         self._not_ours: set[Path] = set()
@@ -242,7 +242,7 @@ class SessionLog:
         """Kimi's session id, once known (read from its screen, or from the log found): told at once."""
         if session_id and session_id != self.session_id:
             self.session_id = session_id
-            self._on_session(session_id)
+            self._scope().on_session(session_id)
 
     def exclude_existing(self) -> None:
         """The logs that exist now belong to other sessions (called at spawn, and when a standby is
@@ -282,7 +282,7 @@ class SessionLog:
 
     def apply(self, event: WireEvent) -> None:
         if (news := fold(self.trace, event)) is not None:
-            self._progress(news)
+            self._scope().progress(news)
 
     def _find_by_prompt(self) -> Path | None:
         """Our session log when the screen never showed the session id (e.g. it scrolled away).

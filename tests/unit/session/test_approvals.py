@@ -10,6 +10,7 @@ from pathlib import Path
 from kimi_mcp.drivers.base import KimiInstall
 from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
+from kimi_mcp.scope import Scope
 from kimi_mcp.session import PANEL_GRACE, UNMATCHED_WAIT, ApprovalPolicy, CallRecord, TurnTrace
 from kimi_mcp.session._approvals import MAX_PRESSES, PRESS_AGAIN_AFTER, Approvals
 from kimi_mcp.session._terminal import Terminal
@@ -19,7 +20,8 @@ class FakeTerminal(Terminal):
     """A terminal without a process: it records the keys it would press."""
 
     def __init__(self, driver: LegacyDriver) -> None:
-        super().__init__(driver, redact=lambda text: text)
+        scope = Scope.detached()
+        super().__init__(driver, scope=lambda: scope)
         self.pressed: list[str] = []
 
     def write(self, data: str) -> None:
@@ -51,7 +53,8 @@ class Keys:
         self.wire = FakeLog()
         self.progress: list[str] = []
         policy = ApprovalPolicy(workspace, read_only=read_only)
-        self.approvals = Approvals(driver, policy, self.term, self.wire, self.progress.append)
+        self.scope = Scope(deadline=time.monotonic() + 60, progress=self.progress.append)
+        self.approvals = Approvals(driver, policy, self.term, self.wire, lambda: self.scope)
 
     @property
     def pressed(self) -> list[str]:

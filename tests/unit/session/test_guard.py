@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kimi_mcp.session._terminal import GUARD, guarded
+from kimi_mcp.session._process import GUARD, guarded
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the guard is Linux's")
 
@@ -64,7 +64,7 @@ def test_everything_ends_when_the_server_is_killed(tmp_path: Path) -> None:
     script = f"setsid sleep 300 & echo $! > {tmp_path / 'pid'}; exec sleep 300"
     server_code = (
         "import subprocess, sys, time\n"
-        "from kimi_mcp.session._terminal import guarded\n"
+        "from kimi_mcp.session._process import guarded\n"
         f"subprocess.Popen(guarded(['sh', '-c', {script!r}]))\n"
         "time.sleep(300)\n"
     )

@@ -61,7 +61,7 @@ def test_large_writes_go_in_pieces_with_output_drained_and_no_query_answer_insid
         def send(self, data: str) -> None:
             written.append(data)
 
-    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.term.process.child = Child()  # type: ignore[assignment]
     kimi.term.pump = lambda wait, answer=True: pumps.append(answer)  # type: ignore[method-assign]
     message = "\x1b[200~" + "x" * 10_000 + "\x1b[201~\r"
     kimi.term.write(message)

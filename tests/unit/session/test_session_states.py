@@ -15,6 +15,7 @@ from kimi_mcp.drivers.base import KimiInstall, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
 from kimi_mcp.scope import Scope
+from kimi_mcp.secrets import Redactor
 from kimi_mcp.session import ApprovalPolicy, KimiSession, State
 from kimi_mcp.session._terminal import Terminal
 
@@ -56,8 +57,9 @@ class Child:
 
 
 def terminal(child: Child, **hooks) -> Terminal:
-    term = Terminal(driver(), redact=lambda text: text.replace("sk-secret", "***"), **hooks)
-    term._child = child  # type: ignore[assignment]
+    scope = Scope(deadline=time.monotonic() + 60, redactor=Redactor(["sk-secret"]))
+    term = Terminal(driver(), scope=lambda: scope, **hooks)
+    term.process.child = child  # type: ignore[assignment]
     return term
 
 
@@ -164,7 +166,7 @@ def test_llm_not_set_on_a_kimi_code_that_looked_ready_ends_the_turn_as_a_start_u
     )
     box = " ╭──────────╮\r\n │ >        │\r\n ╰──────────╯\r\n"
     child = Child(' ✨ hello\r\n Error: LLM not set, send "/login" to login\r\n' + box)
-    kimi.term._child = child  # type: ignore[assignment]
+    kimi.term.process.child = child  # type: ignore[assignment]
     kimi.state = State.READY
     with pytest.raises(StartupFault) as caught:
         kimi.run_turn("hello")
@@ -178,10 +180,10 @@ def test_llm_not_set_on_a_kimi_code_that_looked_ready_ends_the_turn_as_a_start_u
 def test_until_looks_after_each_read_until_done_or_time_is_up() -> None:
     term = terminal(Child("one", "two"))
     looks: list[str] = []
-    assert term.until(lambda: looks.append(term.screen.tail) or "two" in term.screen.tail, 5.0)
+    assert term.waits.until(lambda: looks.append(term.screen.tail) or "two" in term.screen.tail, 5.0)
     assert looks == ["onetwo"]  # one read takes everything already written
     started = time.monotonic()
-    assert term.until(lambda: False, 0.05) is False
+    assert term.waits.until(lambda: False, 0.05) is False
     assert time.monotonic() - started >= 0.05
 
 
@@ -237,16 +239,16 @@ def test_wait_idle_wants_the_ready_screen_quiet_and_reads_the_log_meanwhile(tmp_
     box = "── input ──────\r\n> \r\n"
     term = terminal(Child(box))
     reads: list[int] = []
-    assert term.wait_idle(2.0, lambda: reads.append(1)) is True
+    assert term.waits.wait_idle(2.0, lambda: reads.append(1)) is True
     assert time.monotonic() - term.last_activity >= 0.25 and reads
-    assert terminal(Child("⠋ Composing...\r\n" + box)).wait_idle(0.3, lambda: None) is False
-    assert terminal(Child(box, eof=True)).wait_idle(2.0, lambda: None) is False
+    assert terminal(Child("⠋ Composing...\r\n" + box)).waits.wait_idle(0.3, lambda: None) is False
+    assert terminal(Child(box, eof=True)).waits.wait_idle(2.0, lambda: None) is False
 
 
 def test_a_turn_that_began_is_interrupted_until_its_end_is_logged(tmp_path: Path) -> None:
     kimi = session(tmp_path)
     child = Child()
-    kimi.term._child = child  # type: ignore[assignment]
+    kimi.term.process.child = child  # type: ignore[assignment]
     kimi._interrupt(0.05)
     assert child.sent == []  # no turn running: nothing to interrupt
     kimi.wire.apply(TurnBegin("x"))
@@ -267,7 +269,7 @@ def test_a_login_wait_ends_at_the_start_up_limit_as_a_timeout(tmp_path: Path) ->
         scope=Scope(deadline=time.monotonic() + 600),  # the call has all the time in the world
         startup_timeout=0.5,
     )
-    kimi.term._child = Child("Select a platform")  # type: ignore[assignment]  # then nothing more
+    kimi.term.process.child = Child("Select a platform")  # type: ignore[assignment]  # then nothing more
     kimi.state = State.SETUP
     kimi._startup_limit = time.monotonic() + 0.5
     with pytest.raises(TaskTimeout) as caught:
@@ -281,7 +283,7 @@ def test_a_login_wait_ends_at_the_start_up_limit_as_a_timeout(tmp_path: Path) ->
 
 def test_a_login_screen_that_never_comes_before_the_limit_is_still_an_auth_error(tmp_path: Path) -> None:
     kimi = session(tmp_path)
-    kimi.term._child = Child("Select a platform")  # type: ignore[assignment]
+    kimi.term.process.child = Child("Select a platform")  # type: ignore[assignment]
     kimi.state = State.SETUP
     kimi._startup_limit = time.monotonic() + 600
     with pytest.raises(AuthError, match="did not reach the expected screen"):
@@ -309,7 +311,7 @@ def test_time_running_out_while_kimi_retries_a_failing_provider_is_an_api_error(
     from kimi_mcp.errors import ApiError
 
     kimi = session(tmp_path, deadline=-1)  # the time is already up
-    kimi.term._child = child = EndsAtInterrupt(kimi)  # type: ignore[assignment]
+    kimi.term.process.child = child = EndsAtInterrupt(kimi)  # type: ignore[assignment]
     kimi.state = State.WAITING
     kimi.trace.begun = True
     kimi.trace.retrying = StepRetrying(8, 10, "APIStatusError: 500 fake error 500", 500)
@@ -327,7 +329,7 @@ def test_time_running_out_while_kimi_retries_a_failing_provider_is_an_api_error(
 
 def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:
     kimi = session(tmp_path, deadline=-1)
-    kimi.term._child = Child()  # type: ignore[assignment]
+    kimi.term.process.child = Child()  # type: ignore[assignment]
     kimi.state = State.WAITING
     with pytest.raises(TaskTimeout, match="did not finish the turn in time"):
         kimi._check_abort()
@@ -337,7 +339,8 @@ def test_time_running_out_otherwise_is_still_a_timeout(tmp_path: Path) -> None:
 
 
 def test_a_kill_from_another_thread_only_signals_and_the_reader_sees_the_end(tmp_path: Path) -> None:
-    term = Terminal(driver(), redact=lambda text: text)
+    scope = Scope.detached()
+    term = Terminal(driver(), scope=lambda: scope)
     term.spawn(["sleep", "30"], tmp_path, {"PATH": "/usr/bin:/bin"})
     errors: list[BaseException] = []
     inside, killed = threading.Event(), threading.Event()
@@ -350,16 +353,16 @@ def test_a_kill_from_another_thread_only_signals_and_the_reader_sees_the_end(tmp
 
     def reader() -> None:
         try:
-            term.until(between_reads, 20)
+            term.waits.until(between_reads, 20)
         except BaseException as exc:  # noqa: BLE001 - what the reader would have died of
             errors.append(exc)
 
     thread = threading.Thread(target=reader)
     thread.start()
     assert inside.wait(5)
-    pid = term.pid
+    pid = term.process.pid
     term.kill(grace=1.0)  # from this (other) thread
-    pty = term._child.ptyproc.fileobj  # type: ignore[union-attr]
+    pty = term.process.child.ptyproc.fileobj  # type: ignore[union-attr]
     assert not pty.closed  # left to its reader
     killed.set()
     thread.join(10)

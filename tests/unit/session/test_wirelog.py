@@ -26,6 +26,7 @@ from kimi_mcp.drivers.base import (
     WireEvent,
 )
 from kimi_mcp.drivers.legacy import LegacyDriver
+from kimi_mcp.scope import Scope
 from kimi_mcp.session import TurnTrace, WireTail
 from kimi_mcp.session._wirelog import SEARCH_EVERY, SessionLog, fold
 
@@ -148,10 +149,9 @@ def legacy_log(
 ) -> SessionLog:
     driver = LegacyDriver(KimiInstall(binary="/usr/local/bin/kimi", version="1.50.0", dialect="legacy"))
     env = {"KIMI_SHARE_DIR": str(tmp_path / "share"), "HOME": str(tmp_path)}
-    return SessionLog(
-        driver, env, tmp_path, screen_text=lambda: screen[0], progress=progress.append,
-        on_session=(told if told is not None else []).append,
-    )  # fmt: skip
+    scope = Scope(deadline=time.monotonic() + 60, progress=progress.append)
+    scope.on_session = (told if told is not None else []).append
+    return SessionLog(driver, env, tmp_path, screen_text=lambda: screen[0], scope=lambda: scope)
 
 
 def record(kind: str, payload: dict) -> str:
@@ -216,9 +216,8 @@ def dialect_log(dialect: str, tmp_path: Path, workspace: Path) -> SessionLog:
         return wire
     driver = KimiCodeDriver(KimiInstall(binary="/k/kimi", version="2.1.0", dialect="kimi-code"))
     env = {"KIMI_CODE_HOME": str(tmp_path / "kimi-code"), "HOME": str(tmp_path)}
-    return SessionLog(
-        driver, env, workspace, screen_text=lambda: "no session id shown", progress=lambda _news: None
-    )
+    scope = Scope.detached()
+    return SessionLog(driver, env, workspace, screen_text=lambda: "no session id shown", scope=lambda: scope)
 
 
 def first_prompt(dialect: str, text: str) -> str:
