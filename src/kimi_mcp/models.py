@@ -75,6 +75,11 @@ class QuestionInfo(BaseModel):
     multi_select: bool = Field(default=False, description="The answer may be a list of option labels")
     free_text: bool = Field(default=True, description="Any other text is accepted as the answer")
     asked_at: str = Field(default="", description="ISO 8601, UTC")
+    id: str = Field(
+        default="",
+        description="The question's id: pass it as kimi_job's question_id, so an answer that comes after this "
+        "question was answered or dismissed is refused instead of answering the next one",
+    )
 
 
 class MessageInfo(BaseModel):

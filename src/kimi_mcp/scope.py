@@ -11,6 +11,8 @@ Plain data and threading only: the tools and jobs make scopes without loading th
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
 import threading
 import time
 from collections import deque
@@ -26,16 +28,38 @@ from .secrets import Redactor
 SteerMode = Literal["steer", "interrupt", "queue"]
 Delivery = Literal["in_turn", "next_turn"]
 DECLINED = "declined"  # an answer that dismisses the question (the client declined the form)
+#: said (as an error's message, or in a result's notes) of an answer whose question is gone
+QUESTION_GONE = "that question was already answered or dismissed"
 
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A message for a running job (``kimi_steer``), as the caller wrote it (the run prepares it for the
-    terminal: ``Scope.prepare``)."""
+    """A message for a running job (``kimi_steer``, or a ``kimi_continue`` queued on it), as the caller wrote
+    it (the run prepares it for the terminal: ``Scope.prepare``). A queued follow-up's own ``approvals`` and
+    ``max_tokens`` hold for the turn it becomes (None: the job's)."""
 
     text: str
     mode: SteerMode
     at: float = field(default_factory=time.time)
+    approvals: Literal["policy", "ask"] | None = None
+    max_tokens: int | None = None
+
+    def to_payload(self) -> dict[str, object]:
+        """As the job store and the broker carry it (:meth:`Inbox.deliver` takes it back)."""
+        payload: dict[str, object] = {"text": self.text, "mode": self.mode, "at": self.at}
+        if self.approvals is not None:
+            payload["approvals"] = self.approvals
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> Message:
+        max_tokens = payload.get("max_tokens")
+        return cls(
+            text=str(payload["text"]), mode=payload.get("mode", "steer"), at=float(payload["at"]),
+            approvals=payload.get("approvals"), max_tokens=None if max_tokens is None else int(max_tokens),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +78,13 @@ class Delivered:
 
 @dataclass(frozen=True, slots=True)
 class Asked:
-    """The question a job waits on: which question, and since when (unix time)."""
+    """The question a job waits on: which question, since when (unix time), and its id (an answer names it:
+    an answer for a question that is gone is never typed into the next one)."""
 
     question: Question
     asked_at: float
     kind: Literal["question", "approval"] = "question"
+    id: str = field(default_factory=lambda: "q" + secrets.token_hex(4))
 
     def to_dict(self) -> dict[str, object]:
         """As the ``question`` field of a result (``models.QuestionInfo``)."""
@@ -67,7 +93,7 @@ class Asked:
         options = [{"label": o.label, "description": o.description} for o in q.options]
         return {
             "kind": self.kind, "text": q.text, "header": q.header, "options": options,
-            "multi_select": q.multi_select, "free_text": q.free_text, "asked_at": at,
+            "multi_select": q.multi_select, "free_text": q.free_text, "asked_at": at, "id": self.id,
         }  # fmt: skip
 
 
@@ -80,26 +106,34 @@ class Inbox:
         self._messages: deque[Message] = deque()
         self._answer: Choice | str | None = None
         self.asked: Asked | None = None  # the question waiting for an answer
+        self.answered_id: str | None = None  # the id of the question the last answer is for
         #: called when something arrives (the session wakes from its poll)
         self.wake: Callable[[], None] = lambda: None
         #: called when a question is asked or answered (the job tells its waiters)
         self.on_change: Callable[[], None] = lambda: None
 
     # -- questions -------------------------------------------------------------------------------------
-    def ask(self, question: Question, kind: Literal["question", "approval"] = "question") -> None:
+    def ask(
+        self, question: Question, kind: Literal["question", "approval"] = "question", question_id: str = ""
+    ) -> None:
+        """Kimi asks ``question`` (``question_id``: the id it already has, e.g. on a worker)."""
+        asked = Asked(question, time.time(), kind)
+        asked = dataclasses.replace(asked, id=question_id) if question_id else asked
         with self._lock:
-            self.asked, self._answer = Asked(question, time.time(), kind), None
+            self.asked, self._answer = asked, None
         self.on_change()
 
-    def answer(self, choice: Choice | str) -> None:
+    def answer(self, choice: Choice | str, question_id: str | None = None) -> bool:
         """The answer to the question asked (a :class:`Choice`, or :data:`DECLINED`): from now on the
-        question is no longer asked; the session takes the answer at its next look."""
+        question is no longer asked; the session takes the answer at its next look. False (nothing taken):
+        no question is asked, or ``question_id`` (if given) names another one (answered or dismissed)."""
         with self._lock:
-            if self.asked is None:
-                return
-            self.asked, self._answer = None, choice
+            if self.asked is None or (question_id and question_id != self.asked.id):
+                return False
+            self.asked, self._answer, self.answered_id = None, choice, self.asked.id
         self.on_change()
         self.wake()
+        return True
 
     def take_answer(self) -> Choice | str | None:
         """The answer, once it came."""
@@ -137,15 +171,19 @@ class Inbox:
         with self._lock:
             return any(message.mode == mode for message in self._messages)
 
-    def deliver(self, kind: str, payload: dict) -> None:
-        """An answer or a message, as the job store and the broker carry them."""
-        if kind == "answer":  # {"picks": [option indexes], "text": free text} or {"declined": true}
+    def deliver(self, kind: str, payload: dict) -> bool:
+        """An answer or a message, as the job store and the broker carry them. False: an answer whose
+        question is gone (its ``question`` id names another one): not taken, and said in ``notes``."""
+        if (
+            kind == "answer"
+        ):  # {"picks": [option indexes], "text": free text, "question": id} or {"declined": true}
+            question_id = payload.get("question")
             if payload.get("declined"):
-                self.answer(DECLINED)
-            else:
-                self.answer(Choice(tuple(payload.get("picks") or ()), payload.get("text")))
-        elif kind == "message":
-            self.send(Message(text=str(payload["text"]), mode=payload.get("mode", "steer"), at=payload["at"]))
+                return self.answer(DECLINED, question_id)
+            return self.answer(Choice(tuple(payload.get("picks") or ()), payload.get("text")), question_id)
+        if kind == "message":
+            self.send(Message.from_payload(payload))
+        return True
 
 
 DAILY_WARNING = 0.8  # share of KIMI_MCP_DAILY_TOKENS from which results and kimi_status warn
@@ -167,6 +205,8 @@ class TokenMeter:
         self.daily_used = daily_used
         self._lock = threading.Lock()
         self._spent: dict[tuple[int, int], int] = {}  # per (scope, turn), kept when the turn ends
+        #: per scope: (what it had spent when its current turn began, that turn's own max_tokens)
+        self._caps: dict[int, tuple[int, int]] = {}
 
     def record(self, owner: object, turn: int, tokens: int) -> None:
         """The tokens turn ``turn`` of ``owner`` (a scope) has spent so far (its total, not an increment)."""
@@ -183,6 +223,16 @@ class TokenMeter:
         with self._lock:
             return sum(n for (who, _turn), n in self._spent.items() if who == id(owner))
 
+    def cap_turn(self, owner: object, limit: int | None) -> None:
+        """The turn ``owner`` (a scope) begins now may spend at most ``limit`` tokens (a queued follow-up's
+        own max_tokens), within the job's limits; None: only the job's limits hold."""
+        with self._lock:
+            if limit is None:
+                self._caps.pop(id(owner), None)
+                return
+            spent = sum(n for (who, _turn), n in self._spent.items() if who == id(owner))
+            self._caps[id(owner)] = (spent, limit)
+
     def daily_warning(self, own: int = 0) -> str | None:
         """The warning a result carries once the day's tokens, this job's included, reach ``DAILY_WARNING`` of
         the daily budget, else None. ``own``: the tokens the job's result says it spent (a job on a worker
@@ -195,6 +245,19 @@ class TokenMeter:
     def over(self) -> BudgetError | None:
         """The limit crossed, if any."""
         spent = self.spent
+        with self._lock:
+            turns = [
+                (sum(n for (owner, _turn), n in self._spent.items() if owner == who) - before, limit)
+                for who, (before, limit) in self._caps.items()
+            ]
+        for used, limit in turns:
+            if used > limit:
+                return BudgetError(
+                    f"the queued turn used {used} tokens, over its own max_tokens of {limit}; Kimi was stopped",
+                    details={"tokens": used, "max_tokens": limit},
+                    suggestion="Review what it did so far; continue with kimi_continue(session_id, ..., "
+                    "max_tokens=<a larger limit>) if more is worth it.",
+                )
         if self.max_tokens is not None and spent > self.max_tokens:
             return BudgetError(
                 f"the job used {spent} tokens, over its max_tokens of {self.max_tokens}; Kimi was stopped",
@@ -269,6 +332,14 @@ class Scope:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def deliver(self, kind: str, payload: dict) -> bool:
+        """An answer or a message for this run (:meth:`Inbox.deliver`); an answer whose question is gone is
+        not typed, and said in ``notes``."""
+        if self.inbox.deliver(kind, payload):
+            return True
+        self.note(f"an answer was not typed: {QUESTION_GONE}")
+        return False
 
     # -- the deadline stops while a question waits ---------------------------------------------------
     @property

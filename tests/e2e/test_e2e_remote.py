@@ -739,3 +739,49 @@ def test_token_limits_hold_on_a_worker_summed_over_attempts_and_against_the_serv
     assert len(each) == 2 and all(r["error"] and r["error"]["type"] == "budget" for r in each), best
     total = sum(r["usage"]["input_tokens"] + r["usage"]["output_tokens"] for r in each)
     assert 2500 < total <= 5100, (total, [r["usage"] for r in each])
+
+
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # the relay is the dialect's; one is enough
+def test_a_follow_up_queued_on_a_worker_asks_its_approvals_and_a_late_answer_is_refused(
+    kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
+) -> None:
+    """The path of a local queued follow-up (tests/e2e/test_e2e_control_channel.py), on a worker: the
+    follow-up's ``approvals="ask"`` travels with it, and the id of Kimi's question travels both ways."""
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), Reply.text_reply("first")], marker="RQF-1")
+    fake.script([Reply.tool(*kimi.shell("touch ran.txt")), Reply.text_reply("not run")], marker="RQF-2")
+
+    async def body(client: Client) -> list[dict]:
+        waiting = await call(
+            client, "kimi_code_task", {"task_description": "RQF-1 pick", "work_dir": str(repo)}
+        )
+        job = waiting["job_id"]
+        while (status := await call(client, "kimi_job", {"job_id": job, "action": "status"}))[
+            "session_id"
+        ] is None:
+            await asyncio.sleep(0.05)
+        follow = {"session_id": status["session_id"], "message": "RQF-2 run it", "wait_s": 0}
+        queued = await call(client, "kimi_continue", {**follow, "approvals": "ask"})
+        answer = {"job_id": job, "action": "answer", "wait_s": 120}
+        approval = await call(
+            client, "kimi_job", {**answer, "answer": "Red", "question_id": waiting["question"]["id"]}
+        )
+        late = await call(
+            client, "kimi_job", {**answer, "answer": "approve", "question_id": waiting["question"]["id"]}
+        )
+        return [
+            waiting,
+            queued,
+            approval,
+            late,
+            await call(client, "kimi_job", {**answer, "answer": "reject"}),
+        ]
+
+    waiting, queued, approval, late, done = served(kimi, redis_url, repo, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting" and waiting["question"]["id"], waiting
+    assert queued["error"] is None, queued
+    assert approval["status"] == "waiting" and approval["question"]["kind"] == "approval", approval
+    assert approval["question"]["id"] not in ("", waiting["question"]["id"])
+    assert late["error"]["type"] == "bad_input" and "already answered" in late["error"]["message"], late
+    assert done["success"] is True and done["output"] == "not run" and done["worker"] == worker.name, done
+    assert not (repo / "ran.txt").exists() and done["files_created"] == []

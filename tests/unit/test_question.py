@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from kimi_mcp.errors import BadInput
 from kimi_mcp.message import WORD_JOINER
 from kimi_mcp.question import MAX_FREE_TEXT, Choice, Option, Question, choice_for, questions_of
+from kimi_mcp.scope import Inbox, Message, Scope, TokenMeter
 
 ARGS = {
     "questions": [
@@ -160,3 +162,52 @@ def test_without_free_text_only_labels() -> None:
 def test_other_types_are_errors(answer) -> None:
     with pytest.raises(BadInput, match="label or a list of labels"):
         choice_for(COLOUR, answer)
+
+
+# -- the inbox: an answer names its question; a queued message keeps its own limits -----------------------
+def test_an_answer_for_a_question_that_is_gone_is_not_taken_and_is_said_in_notes() -> None:
+    scope = Scope(deadline=time.monotonic() + 60)
+    inbox = scope.inbox
+    inbox.ask(Question("First?", options=(Option("a"), Option("b"))))
+    first = inbox.asked.id
+    assert inbox.deliver("answer", {"picks": [1], "text": None, "question": first}) is True
+    inbox.ask(Question("Second?", options=(Option("approve"), Option("reject"))), "approval")
+    assert inbox.asked.id != first
+    assert inbox.take_answer() is None  # asking again drops an answer not yet taken
+    late = {"picks": [0], "text": None, "question": first}  # through the store, after the first was answered
+    assert scope.deliver("answer", late) is False
+    assert inbox.asked is not None and inbox.take_answer() is None  # "approve" was never picked
+    assert any("already answered or dismissed" in note for note in scope.notes)
+    assert inbox.answer(Choice(picks=(1,)), inbox.asked.id) is True and inbox.take_answer() == Choice(
+        picks=(1,)
+    )
+    inbox.ask(Question("Third?"), question_id="q-from-worker")  # a worker's question keeps its id
+    assert inbox.asked.id == "q-from-worker" and inbox.asked.to_dict()["id"] == "q-from-worker"
+    assert inbox.answer("declined") is True  # no id named: the question asked now
+
+
+def test_a_message_keeps_its_approvals_and_max_tokens_through_the_store_and_the_broker() -> None:
+    message = Message("next", "queue", at=5.0, approvals="ask", max_tokens=900)
+    assert Message.from_payload(json.loads(json.dumps(message.to_payload()))) == message
+    plain = Message("steer it", "steer", at=6.0)
+    assert plain.to_payload() == {"text": "steer it", "mode": "steer", "at": 6.0}
+    inbox = Inbox()
+    inbox.deliver("message", message.to_payload())
+    assert inbox.next_message(("queue",)) == message
+
+
+def test_a_turn_cap_stops_the_turn_that_crosses_it_within_the_jobs_own_limit() -> None:
+    meter = TokenMeter(max_tokens=10_000)
+    owner = object()
+    meter.record(owner, 1, 4000)  # the job's first turn
+    meter.cap_turn(owner, 1500)  # the queued follow-up's own max_tokens
+    meter.record(owner, 2, 1500)
+    assert meter.over() is None
+    meter.record(owner, 2, 1501)
+    over = meter.over()
+    assert over is not None and "queued turn used 1501 tokens" in over.message
+    assert over.details == {"tokens": 1501, "max_tokens": 1500}
+    meter.cap_turn(owner, None)  # the next turn without its own limit: only the job's holds
+    assert meter.over() is None
+    meter.record(owner, 3, 4500)
+    assert meter.over() is not None and "max_tokens of 10000" in meter.over().message

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
 from ..models import TaskResult, TruncatedItem
-from .resources import field_uri, file_uri
 
+SCHEME = "kimi-mcp://jobs"  # where what a result left out stays readable (``resources`` serves it)
 _FIELDS_FIRST = ("raw_response_preview", "original_content", "refactored_content")
 _SHARED_FIELDS = ("diff", "output")  # share the budget with the file contents
 _TRACE_CHARS = 200
@@ -32,6 +33,14 @@ _LISTS = (  # trimmed from the end, in this order, only when everything else is 
     (None, "files_modified"),
     (None, "files_created"),
 )
+
+
+def file_uri(job_id: str, path: str) -> str:
+    return f"{SCHEME}/{job_id}/files/{quote(path)}"
+
+
+def field_uri(job_id: str, name: str) -> str:
+    return f"{SCHEME}/{job_id}/{name}"
 
 
 def result_json(payload: dict) -> str:

@@ -7,6 +7,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterable
+from pathlib import Path
 
 import anyio
 import mcp_types
@@ -71,6 +72,12 @@ async def client_roots(ctx: Context) -> list[str] | mcp_types.InputRequiredResul
     except Exception as exc:  # roots are optional: any failure means "no roots"
         log.debug("no client roots: %s", exc)
         return []
+
+
+def in_roots(workspace: str, roots: list[str]) -> bool:
+    """Whether ``workspace`` is one of ``roots`` or inside one (no roots: anywhere)."""
+    path = Path(workspace)
+    return not roots or any(path == Path(root) or Path(root) in path.parents for root in roots)
 
 
 def invalid_arguments(tool: str, exc: Exception, output_schema: dict | None) -> ToolResult:

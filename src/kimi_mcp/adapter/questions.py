@@ -19,7 +19,7 @@ from ..errors import BadInput, KimiMCPError
 from ..jobs import Job, JobManager, JobRecord
 from ..models import QuestionInfo
 from ..question import Choice, Option, Question, choice_for
-from ..scope import DECLINED
+from ..scope import DECLINED, QUESTION_GONE
 
 log = get_logger("tools")
 
@@ -73,8 +73,9 @@ def checked(info: QuestionInfo, answer: str | list[str]) -> Choice:
     return choice_for(question, answer)
 
 
-def payload(choice: Choice) -> dict[str, Any]:
-    return {"picks": list(choice.picks), "text": choice.text}
+def payload(choice: Choice, question_id: str) -> dict[str, Any]:
+    """The answer ``choice`` to the question ``question_id``, as ``scope.Inbox.deliver`` takes it."""
+    return {"picks": list(choice.picks), "text": choice.text, "question": question_id}
 
 
 # -- asking the client --------------------------------------------------------------------------------------
@@ -111,8 +112,8 @@ def deliver_response(job: Job, info: QuestionInfo, action: str, content: dict[st
     """What the client answered, into the job: ``accept`` types it, ``decline`` dismisses the question,
     ``cancel`` (no person there) leaves it waiting for the agent."""
     if action == "decline":
-        job.scope.inbox.answer(DECLINED)
-        return "answered"
+        job.scope.inbox.answer(DECLINED, info.id)
+        return "answered"  # or the question was gone meanwhile: the job no longer waits on it either way
     if action != "accept" or (answer := answer_in(content)) is None:
         return "nobody"
     try:
@@ -120,7 +121,7 @@ def deliver_response(job: Job, info: QuestionInfo, action: str, content: dict[st
     except KimiMCPError as exc:
         log.info("the form's answer does not fit the question: %s", exc.message)
         return "nobody"
-    job.scope.inbox.answer(choice)
+    job.scope.inbox.answer(choice, info.id)
     return "answered"
 
 
@@ -151,8 +152,12 @@ def resumed_job(ctx: Context, jobs: JobManager) -> tuple[Job, bool] | None:
 
 
 # -- kimi_job(action="answer") ------------------------------------------------------------------------------
-def answer(jobs: JobManager, record: JobRecord, given: str | list[str] | None) -> None:
-    """Send ``given`` to the job's question (here, or through the store to its server)."""
+def answer(
+    jobs: JobManager, record: JobRecord, given: str | list[str] | None, question_id: str | None = None
+) -> None:
+    """Send ``given`` to the job's question (here, or through the store to its server; that server refuses
+    it if the question is gone by then). ``question_id``: the question the caller answers (default: the
+    one asked now); an answer to a question that is gone is refused, never typed into the next one."""
     if given is None or (isinstance(given, str) and not given.strip()) or given == []:
         raise BadInput(
             "action 'answer' needs an answer", suggestion="Pass answer=<an option's label or text>."
@@ -163,9 +168,23 @@ def answer(jobs: JobManager, record: JobRecord, given: str | list[str] | None) -
         info = QuestionInfo.model_validate(record.question)
     if info is None:
         status = job.status if job is not None else record.status
+        if question_id:
+            raise _gone(question_id)
         raise BadInput(
             f"job {record.job_id} is not waiting for an answer (status {status})",
             suggestion="kimi_job(job_id) waits for it; kimi_steer(job_id, message) sends Kimi a message.",
         )
+    if question_id and question_id != info.id:
+        raise _gone(question_id, info)
     choice = checked(info, given)
-    jobs.send(record.job_id, "answer", payload(choice))
+    if not jobs.send(record.job_id, "answer", payload(choice, info.id)):
+        raise _gone(info.id)
+
+
+def _gone(question_id: str, waiting: QuestionInfo | None = None) -> BadInput:
+    """The refusal of an answer to a question that is no longer asked (``waiting``: the one asked now)."""
+    now = f"; the job now waits on question {waiting.id}: {waiting.text[:200]!r}" if waiting else ""
+    return BadInput(
+        f"{QUESTION_GONE} (question {question_id}){now}",
+        suggestion="kimi_job(job_id) shows the job's current question, if any, with its id.",
+    )

@@ -3,8 +3,9 @@ from the job store (the whole result the job kept) and, for a file the tracker c
 workspace by the tracker's rules (never a secret, a symlink or anything outside the workspace).
 
 ``kimi-mcp://jobs/{job_id}/files/{path}``, ``kimi-mcp://jobs/{job_id}/output``, ``kimi-mcp://jobs/{job_id}/diff``.
-Only paths the job reported as created or modified are served; anything else (an unknown job, a file it did
-not change) is the MCP spec's "resource not found": ``INVALID_PARAMS`` with the URI in ``data``.
+Only paths the job reported as created or modified are served; anything else (an unknown job, a job outside
+the client's roots, a file it did not change) is the MCP spec's "resource not found": ``INVALID_PARAMS`` with
+the URI in ``data``.
 """
 
 from __future__ import annotations
@@ -12,27 +13,19 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import anyio
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ResourceError
 from fastmcp.server.middleware import MiddlewareContext
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INVALID_PARAMS, InputRequiredResult
 
 from ..jobs import JobManager
+from .budget import SCHEME
+from .client import client_roots, in_roots
 
-SCHEME = "kimi-mcp://jobs"
 MAX_FILE_BYTES = 2_000_000  # what a file resource returns at most (the rest is marked as cut)
-
-
-def file_uri(job_id: str, path: str) -> str:
-    return f"{SCHEME}/{job_id}/files/{quote(path)}"
-
-
-def field_uri(job_id: str, name: str) -> str:
-    return f"{SCHEME}/{job_id}/{name}"
 
 
 class ResourceNotFound(ResourceError):
@@ -57,39 +50,46 @@ def register_resources(mcp: FastMCP, jobs: JobManager) -> None:
     """Add the job resource templates to ``mcp``."""
 
     @mcp.resource(f"{SCHEME}/{{job_id}}/files/{{path*}}", mime_type="text/plain", name="job_file")
-    async def job_file(job_id: str, path: str) -> str:
+    async def job_file(job_id: str, path: str, ctx: Context) -> str | InputRequiredResult:
         """A file a Kimi job created or modified, whole (as far as the result budget cut it)."""
-        return await anyio.to_thread.run_sync(_file_text, jobs, job_id, path)
+        if isinstance(roots := await client_roots(ctx), InputRequiredResult):
+            return roots
+        return await anyio.to_thread.run_sync(_file_text, jobs, job_id, path, roots)
 
     @mcp.resource(f"{SCHEME}/{{job_id}}/output", mime_type="text/plain", name="job_output")
-    async def job_output(job_id: str) -> str:
+    async def job_output(job_id: str, ctx: Context) -> str | InputRequiredResult:
         """Kimi's whole final answer of a job."""
-        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "output")
+        if isinstance(roots := await client_roots(ctx), InputRequiredResult):
+            return roots
+        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "output", roots)
 
     @mcp.resource(f"{SCHEME}/{{job_id}}/diff", mime_type="text/x-diff", name="job_diff")
-    async def job_diff(job_id: str) -> str:
+    async def job_diff(job_id: str, ctx: Context) -> str | InputRequiredResult:
         """The whole diff of a job's result (an isolated job's change, or kimi_refactor's)."""
-        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "diff")
+        if isinstance(roots := await client_roots(ctx), InputRequiredResult):
+            return roots
+        return await anyio.to_thread.run_sync(_field_text, jobs, job_id, "diff", roots)
 
 
-def _result(jobs: JobManager, job_id: str) -> dict:
+def _result(jobs: JobManager, job_id: str, roots: list[str]) -> dict:
+    """The finished job's result; a job outside the client's ``roots`` is not found for that client."""
     record = jobs.store.get(job_id)
-    if record is None or record.result is None:
+    if record is None or record.result is None or not in_roots(record.workspace, roots):
         raise ResourceNotFound(f"no finished job {job_id!r} (kimi_jobs lists the jobs)")
     return record.result
 
 
-def _field_text(jobs: JobManager, job_id: str, name: str) -> str:
-    text = _result(jobs, job_id).get(name)
+def _field_text(jobs: JobManager, job_id: str, name: str, roots: list[str]) -> str:
+    text = _result(jobs, job_id, roots).get(name)
     if not text:
         raise ResourceNotFound(f"job {job_id} has no {name}")
     return text
 
 
-def _file_text(jobs: JobManager, job_id: str, path: str) -> str:
+def _file_text(jobs: JobManager, job_id: str, path: str, roots: list[str]) -> str:
     from .. import tracker  # start-up speed: it loads with the runner at the first call, not with the tools
 
-    result = _result(jobs, job_id)
+    result = _result(jobs, job_id, roots)
     if path not in {*result.get("files_created", []), *result.get("files_modified", [])}:
         raise ResourceNotFound(f"job {job_id} did not create or modify {path!r}")
     if path in result.get("secret_files", []) or path in result.get("binary_files", []):

@@ -423,14 +423,15 @@ class JobManager:
             log.debug("job %s: question or session not recorded: %s", job.job_id, exc)
 
     # -- what callers send a running job ---------------------------------------------------------------
-    def send(self, job_id: str, kind: str, payload: dict) -> None:
+    def send(self, job_id: str, kind: str, payload: dict) -> bool:
         """Hand an answer (``kind`` "answer") or a message ("message") to the job: here if this server
-        runs it, else through the store (its owner takes it at its next tick)."""
+        runs it, else through the store (its owner takes it at its next tick, and refuses an answer whose
+        question is gone then). False: this server's job took no answer (its question is gone)."""
         job = self.local(job_id)
         if job is not None:
-            deliver(job, kind, payload)
-        else:
-            self.store.send(job_id, kind, payload)
+            return deliver(job, kind, payload)
+        self.store.send(job_id, kind, payload)
+        return True
 
     # -- shutdown ----------------------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -465,9 +466,10 @@ def warn_daily(result: TaskResult, meter: TokenMeter) -> None:
         result.notes.append(warning)
 
 
-def deliver(job: Job, kind: str, payload: dict) -> None:
-    """An answer or a message sent to ``job`` (checked by the sender), into its inbox."""
-    job.scope.inbox.deliver(kind, payload)
+def deliver(job: Job, kind: str, payload: dict) -> bool:
+    """An answer or a message sent to ``job`` (checked by the sender), into its inbox; False: an answer
+    whose question is gone (never typed)."""
+    return job.scope.deliver(kind, payload)
 
 
 def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:

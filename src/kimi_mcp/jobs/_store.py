@@ -20,7 +20,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
@@ -297,9 +297,15 @@ class JobStore(Database):
         return _record(rows[0]) if rows else None
 
     def list(
-        self, *, limit: int = 20, status: str | None = None, workspace: str | None = None
+        self,
+        *,
+        limit: int = 20,
+        status: str | None = None,
+        workspace: str | None = None,
+        within: Sequence[str] = (),
     ) -> list[JobRecord]:
-        """The newest ``limit`` jobs, optionally of one status and/or workspace; ``result`` is None."""
+        """The newest ``limit`` jobs, optionally of one status and/or workspace, and only in the folders
+        ``within`` (a client's roots) if any are given; ``result`` is None."""
         where, params = [], []
         if status is not None:
             where.append("status = ?")
@@ -307,6 +313,12 @@ class JobStore(Database):
         if workspace is not None:
             where.append("workspace = ?")
             params.append(workspace)
+        if within:
+            inside = "workspace = ? OR substr(workspace, 1, length(?)) = ?"  # the root, or a folder in it
+            where.append("(" + " OR ".join(inside for _ in within) + ")")
+            for root in within:
+                below = root.rstrip("/") + "/"
+                params += [root, below, below]
         clause = f"WHERE {' AND '.join(where)} " if where else ""
         rows = self._query(
             f"SELECT {_COLUMNS}, cancel_requested, NULL FROM jobs {clause}{_NEWEST_FIRST} LIMIT ?",

@@ -76,11 +76,12 @@ def asked_json(asked: Any) -> str | None:
     """An inbox's question (``scope.Asked``) as the broker carries it, or None."""
     if asked is None:
         return None
-    return json.dumps({"question": asked.question.to_dict(), "kind": asked.kind, "asked_at": asked.asked_at})
+    question = {"question": asked.question.to_dict(), "kind": asked.kind, "asked_at": asked.asked_at}
+    return json.dumps(question | {"id": asked.id})
 
 
-def asked_question(raw: str | bytes) -> tuple[Any, str]:
-    """(the ``Question``, its kind) from :func:`asked_json`'s text."""
+def asked_question(raw: str | bytes) -> tuple[Any, str, str]:
+    """(the ``Question``, its kind, its id) from :func:`asked_json`'s text."""
     data = json.loads(raw)
     q = data["question"]
     options = tuple(Option(o["label"], o.get("description", "")) for o in q.get("options", []))
@@ -91,14 +92,22 @@ def asked_question(raw: str | bytes) -> tuple[Any, str]:
         bool(q.get("multi_select")),
         bool(q.get("free_text", True)),
     )
-    return question, data.get("kind", "question")
+    return question, data.get("kind", "question"), str(data.get("id") or "")
 
 
-def answer_payload(choice: Any) -> dict[str, Any]:
-    """An inbox's answer (a ``Choice`` or ``DECLINED``) as ``scope.Inbox.deliver`` takes it."""
-    if isinstance(choice, str):
-        return {"declined": True}
-    return {"picks": list(choice.picks), "text": choice.text}
+def answer_payload(choice: Any, question_id: str | None) -> dict[str, Any]:
+    """An inbox's answer (a ``Choice`` or ``DECLINED``) to the question ``question_id``, as
+    ``scope.Inbox.deliver`` takes it."""
+    answer = (
+        {"declined": True} if isinstance(choice, str) else {"picks": list(choice.picks), "text": choice.text}
+    )
+    return answer | {"question": question_id}
+
+
+def session_id_key(job_id: str) -> str:
+    """Kimi's session id of a job on a worker, as soon as Kimi has one (a follow-up can be queued on the
+    running conversation; a server that dies mid-turn keeps it)."""
+    return f"{PREFIX}sid:{job_id}"
 
 
 def tokens_key(job_id: str) -> str:

@@ -377,24 +377,29 @@ class _Dispatch:
         """The worker's question into this job's inbox (its waiters ask the client); the client's answer and
         messages (kimi_steer, a queued kimi_continue) out to the worker."""
         inbox = self.scope.inbox
-        raw, spent = (
-            None if value is None else value.decode()
-            for value in await redis.mget(broker.asked_key(self.job_id), broker.tokens_key(self.job_id))
+        keys = (
+            broker.asked_key(self.job_id),
+            broker.tokens_key(self.job_id),
+            broker.session_id_key(self.job_id),
+        )
+        raw, spent, session_id = (
+            None if value is None else value.decode() for value in await redis.mget(*keys)
         )
         sent = self._tokens(int(spent or 0))
+        if session_id and session_id != self.watch.session_id:  # the job records it at once
+            self.watch.session_id = session_id
+            self.scope.on_session(session_id)
         if raw != self.asked:
             self.asked = raw
             if raw is not None:
-                question, kind = broker.asked_question(raw)
-                inbox.ask(question, kind)
+                question, kind, question_id = broker.asked_question(raw)
+                inbox.ask(question, kind, question_id)
             elif inbox.asked is not None:
                 inbox.withdraw()
         if (answer := inbox.take_answer()) is not None:
-            sent.append({"kind": "answer", "payload": broker.answer_payload(answer)})
+            sent.append({"kind": "answer", "payload": broker.answer_payload(answer, inbox.answered_id)})
         while (message := inbox.next_message(("steer", "interrupt", "queue"))) is not None:
-            sent.append(
-                {"kind": "message", "payload": {"text": message.text, "mode": message.mode, "at": message.at}}
-            )
+            sent.append({"kind": "message", "payload": message.to_payload()})
         if sent:
             await redis.rpush(broker.control_key(self.job_id), *(json.dumps(item) for item in sent))
             await redis.expire(broker.control_key(self.job_id), broker.BLOB_TTL_S)

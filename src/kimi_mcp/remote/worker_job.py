@@ -97,8 +97,9 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
             await _relay(redis, job_id, scope, work, progress)
         finally:
             await redis.delete(
-                broker.asked_key(job_id), broker.control_key(job_id), broker.tokens_key(job_id)
-            )
+                broker.asked_key(job_id), broker.control_key(job_id), broker.tokens_key(job_id),
+                broker.session_id_key(job_id),
+            )  # fmt: skip
         answer = work.result()
         if answer.get("have"):  # what this worker holds now: later bundles leave it out
             key = broker.have_key(request["origin"], worker.name)
@@ -133,7 +134,8 @@ async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, pr
     cancel flag, answers and messages in: looked for once a second, and at once when the server pokes the
     job's channel (it sent something)."""
     published: str | None = None
-    reported = 0  # the tokens last set in Redis
+    reported = _Reported()
+    scope.on_session = reported.found
     pokes = await _subscribe(redis, broker.poke_channel(job_id))
     try:
         look = 0.0
@@ -147,9 +149,7 @@ async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, pr
                     await redis.set(broker.asked_key(job_id), asked, ex=broker.BLOB_TTL_S)
                     assert scope.inbox.asked is not None
                     await progress.set_message(f"Kimi asks: {scope.inbox.asked.question.text}")
-            if (spent := scope.tokens_spent) != reported:
-                reported = spent
-                await redis.set(broker.tokens_key(job_id), spent, ex=broker.BLOB_TTL_S)
+            await reported.publish(redis, job_id, scope.tokens_spent)
             if time.monotonic() >= look:
                 look = time.monotonic() + CONTROL_LOOK_S
                 if await redis.exists(broker.cancel_key(job_id)):
@@ -159,13 +159,34 @@ async def _relay(redis: Any, job_id: str, scope: Scope, work: asyncio.Future, pr
                     if entry["kind"] == "tokens":
                         _told(scope.tokens, entry["payload"])
                     else:
-                        scope.inbox.deliver(entry["kind"], entry["payload"])
+                        scope.deliver(entry["kind"], entry["payload"])
             if await _poked(pokes, work):
                 look = 0.0
     finally:
         if pokes is not None:
             with contextlib.suppress(Exception):
                 await pokes.aclose()
+
+
+class _Reported:
+    """What a job on a worker told the server through Redis as it changed: its tokens so far, and Kimi's
+    session id once Kimi has one."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        self.session_id: str | None = None
+        self._found: str | None = None
+
+    def found(self, session_id: str) -> None:  # the session tells it (any thread)
+        self._found = session_id
+
+    async def publish(self, redis: Any, job_id: str, tokens: int) -> None:
+        if tokens != self.tokens:
+            self.tokens = tokens
+            await redis.set(broker.tokens_key(job_id), tokens, ex=broker.BLOB_TTL_S)
+        if (found := self._found) is not None and found != self.session_id:
+            self.session_id = found
+            await redis.set(broker.session_id_key(job_id), found, ex=broker.BLOB_TTL_S)
 
 
 def _told(meter: TokenMeter, payload: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .. import tracker
 from .._logging import get_logger
@@ -198,6 +198,7 @@ class TaskRun:
         self.scope.prepare = self._prepared
         traces = self.traces
         traces.append(_restart.first_turn(self, message))
+        approvals = self.scope.approvals
         while traces[-1].error is None and (follow := self._next_message()) is not None:
             if not self.session.ready_again(limit=5.0):
                 self.scope.note(
@@ -206,6 +207,7 @@ class TaskRun:
                 break
             self.scope.delivered.append(Delivered(follow.text, follow.mode, "next_turn", time.time()))
             self.progress(f"sending the {follow.mode} message as the next turn")
+            _hold_to(self.scope, follow, approvals)
             traces.append(self.session.run_turn(follow.text))
         self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
@@ -342,3 +344,10 @@ class TaskRun:
                 self.runner.prewarm(key, install, self.settings, self.env)
             except Exception:  # the call succeeded: a standby that cannot start must not change that
                 log.exception("could not start a standby Kimi")
+
+
+def _hold_to(scope: Scope, follow: Message, approvals: Literal["policy", "ask"]) -> None:
+    """A queued follow-up's own ``approvals`` and ``max_tokens`` hold for the turn it becomes (else the
+    job's ``approvals``, and the job's limits only)."""
+    scope.approvals = follow.approvals or approvals
+    scope.tokens.cap_turn(scope, follow.max_tokens)

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import anyio
 import mcp_types
+from fastmcp import Context
 from fastmcp.dependencies import Depends
 from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
@@ -21,7 +22,7 @@ from ..jobs import FINISHED
 from ..models import TaskResult
 from ..scope import Delivery, SteerMode
 from ._params import IN_ONE_MESSAGE, writes
-from .jobs import _failure, job_record
+from .jobs import _failure, check_scope, job_record
 
 MAX_MESSAGE_CHARS = (
     200_000  # the message limit itself is Kimi's (KIMI_MCP_MAX_MESSAGE_TOKENS), checked by the run
@@ -55,6 +56,7 @@ class SteerResult(TaskResult):
     output_schema=SteerResult.model_json_schema(),
 )
 async def kimi_steer(
+    ctx: Context,
     job_id: Annotated[str, Field(description="The running job (its job_id)", max_length=100)],
     message: Annotated[str, Field(description="The message for Kimi" + IN_ONE_MESSAGE)],
     mode: Annotated[
@@ -75,6 +77,8 @@ async def kimi_steer(
         ) as exc:  # an unknown job: maybe a finished conversation, whose follow-up is kimi_continue
             exc.suggestion = UNKNOWN_JOB
             raise
+        if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
+            return scope
         if record.status in FINISHED:
             raise BadInput(
                 f"job {record.job_id} is {record.status}: it has no running turn to send a message to",

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from .. import prompts
 from ..adapter import questions as _questions
-from ..adapter.client import client_roots, error_result, to_tool_result
+from ..adapter.client import client_roots, error_result, in_roots, to_tool_result
 from ..adapter.isolation import Isolation, copy_of
 from ..adapter.pipeline import (
     Backend,
@@ -42,6 +42,7 @@ from ..models import (
     JobSummary,
     TaskResult,
 )
+from ..scope import Message
 from ..workspace import resolve_workspace
 from ._params import (
     IN_ONE_MESSAGE,
@@ -58,6 +59,23 @@ POLL_S = 0.5  # seconds between looks at the store while waiting for another ser
 CANCEL_WAIT_S = 30.0  # how long `cancel` waits for another server to stop its job
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
+
+
+Answer = Annotated[
+    str | list[str] | None,
+    Field(
+        description="action 'answer': the answer to the job's question: an option's label, a list of labels "
+        "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
+    ),
+]
+QuestionId = Annotated[
+    str | None,
+    Field(
+        max_length=64,
+        description="action 'answer': the id of the question answered (question.id of the waiting result); "
+        "the answer is refused if that question was already answered or dismissed (default: the one asked now)",
+    ),
+]
 
 
 @tool(
@@ -82,13 +100,8 @@ async def kimi_job(
     wait_s: Annotated[
         float, Field(ge=0, le=3600, description="Seconds to wait (actions 'wait', 'answer')")
     ] = 60.0,
-    answer: Annotated[
-        str | list[str] | None,
-        Field(
-            description="action 'answer': the answer to the job's question: an option's label, a list of labels "
-            "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
-        ),
-    ] = None,
+    answer: Answer = None,
+    question_id: QuestionId = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     jobs = backend.jobs
@@ -101,9 +114,10 @@ async def kimi_job(
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
         if action == "answer":
-            await anyio.to_thread.run_sync(_questions.answer, jobs, record, answer)
-        elif answer is not None:
-            raise BadInput(f"answer is only taken by action 'answer', not {action!r}")
+            await anyio.to_thread.run_sync(_questions.answer, jobs, record, answer, question_id)
+        elif answer is not None or question_id is not None:
+            given = "answer" if answer is not None else "question_id"
+            raise BadInput(f"{given} is only taken by action 'answer', not {action!r}")
     except KimiMCPError as exc:
         return _failure(backend, exc)
     job = jobs.local(job_id)
@@ -125,12 +139,13 @@ async def kimi_job(
     description=(
         "List recent Kimi jobs (of every kimi-mcp server sharing the job store), newest first: job_id, "
         "tool, workspace, status, start time, duration, session_id (for kimi_continue) and a one-line "
-        "summary."
+        "summary. A client that has MCP roots sees only the jobs in its roots."
     ),
     annotations=reads("Kimi: list jobs"),
     output_schema=JobList.model_json_schema(),
 )
 async def kimi_jobs(
+    ctx: Context,
     limit: Annotated[int, Field(ge=1, le=500, description="How many jobs")] = 20,
     status: Annotated[
         Literal["done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"]
@@ -139,17 +154,19 @@ async def kimi_jobs(
     ] = None,
     work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
-) -> ToolResult:
+) -> Reply:
     workspace = str(Path(work_dir).expanduser().resolve()) if work_dir else None
     jobs = backend.jobs
+    if isinstance(roots := await client_roots(ctx), mcp_types.InputRequiredResult):
+        return roots
 
     def listing() -> list[JobRecord]:
         backend.check()
         store = jobs.store  # opening the store may fail: a structured error
-        records = store.list(limit=limit, status=status, workspace=workspace)
+        records = store.list(limit=limit, status=status, workspace=workspace, within=roots)
         if any(jobs.orphaned(record) for record in records):
             jobs.settle_orphans()
-            records = store.list(limit=limit, status=status, workspace=workspace)
+            records = store.list(limit=limit, status=status, workspace=workspace, within=roots)
         return records
 
     try:
@@ -170,7 +187,8 @@ async def kimi_jobs(
         "(a read-only session stays read-only). Returns Kimi's answer and the files this turn changed, "
         "like kimi_code_task. Live conversations are answered at once; older ones are resumed. While the "
         "conversation's job still runs, the message is queued as its next turn (kimi_steer mode 'queue') and "
-        "that job's result is returned."
+        "that job's result is returned; its approvals and max_tokens hold for that turn (a model other "
+        "than the job's is refused)."
     ),
     annotations=writes("Kimi: continue a conversation"),
     task=TASK,
@@ -207,7 +225,8 @@ async def kimi_continue(
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
         if record.status not in FINISHED:  # its turn still runs: this message is its next turn
-            return await _queue(call, record, text, wait_s)
+            queued = _queued(record, text, model=model, max_tokens=max_tokens, approvals=approvals)
+            return await _queue(call, record, queued, wait_s)
         arguments = {"session_id": session_id, "message": message, "context_files": context_files}
         arguments |= {"max_tokens": max_tokens} if max_tokens else {}
         model = model or record.model  # the conversation keeps its model
@@ -221,11 +240,26 @@ async def kimi_continue(
     return await call.reply([job], wait_s)
 
 
-async def _queue(call: Call, record: JobRecord, text: str, wait_s: float | None) -> Reply:
-    """Queue ``text`` as the next turn of the conversation's running job, and wait for that job."""
+def _queued(
+    record: JobRecord, text: str, *, model: str | None, max_tokens: int | None, approvals: str | None
+) -> Message:
+    """The follow-up as the next turn of the conversation's running job, with its own ``approvals`` and
+    ``max_tokens`` for that turn; a ``model`` other than the job's cannot apply to it (``BadInput``)."""
+    if model is not None and model != record.model:
+        running = f"model {record.model!r}" if record.model else "the default model"
+        raise BadInput(
+            f"model {model!r} cannot apply to a queued turn: the conversation's job {record.job_id} still runs "
+            f"on {running}, and this message would be its next turn",
+            suggestion=f"Leave model out to queue it, or wait for the job (kimi_job(job_id={record.job_id!r})) "
+            "and then send the follow-up with its model.",
+        )
+    return Message(text, "queue", approvals=approvals, max_tokens=max_tokens)  # type: ignore[arg-type]
+
+
+async def _queue(call: Call, record: JobRecord, queued: Message, wait_s: float | None) -> Reply:
+    """Queue ``queued`` as the next turn of the conversation's running job, and wait for that job."""
     backend = call.backend
-    sent = {"text": text, "mode": "queue", "at": time.time()}
-    await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", sent)
+    await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", queued.to_payload())
     job = backend.jobs.local(record.job_id)
     if job is not None:
         return await call.wait(job, wait_s, own=False)
@@ -312,8 +346,7 @@ async def check_scope(ctx: Context, workspace: str) -> mcp_types.InputRequiredRe
     roots = await client_roots(ctx)
     if isinstance(roots, mcp_types.InputRequiredResult):
         return roots
-    path = Path(workspace)
-    if roots and not any(path == Path(r) or Path(r) in path.parents for r in roots):
+    if not in_roots(workspace, roots):
         raise BadInput(
             f"that job's workspace {workspace} is outside this client's roots",
             suggestion="kimi_jobs(work_dir=...) lists the jobs of a workspace you work in.",

@@ -209,6 +209,25 @@ def test_list_is_newest_first_with_limit_and_filters_and_no_result(store: JobSto
     assert listed[0].summary == "job 4" and listed[0].status == "done"
 
 
+def test_list_within_roots_keeps_the_jobs_in_those_folders_only(store: JobStore) -> None:
+    """A client's roots: the root itself and folders below it, compared exactly (case, a sibling that only
+    shares the root's prefix, LIKE's wildcards in a name)."""
+    made = {
+        w: new_job(store, workspace=w).job_id
+        for w in ["/r/a", "/r/a/sub", "/r/ab", "/r/A", "/x/a_b", "/x/aXb", "/q/100%/w"]
+    }
+
+    def within(*roots: str) -> set[str]:
+        return {j.workspace for j in store.list(limit=50, within=roots)}
+
+    assert within("/r/a") == {"/r/a", "/r/a/sub"}
+    assert within("/x/a_b") == {"/x/a_b"}
+    assert within("/q/100%") == {"/q/100%/w"}
+    assert within("/r/a/sub", "/x") == {"/r/a/sub", "/x/a_b", "/x/aXb"}
+    assert within("/elsewhere") == set()
+    assert len(within()) == len(made)  # no roots: every job
+
+
 def test_list_breaks_ties_in_start_time_by_insertion_order(store: JobStore, db: Path) -> None:
     same = time.time() - 5
     ids = [new_job(store).job_id for _ in range(8)]
