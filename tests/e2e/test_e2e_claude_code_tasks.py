@@ -6,7 +6,10 @@ Claude Code declares the tasks extension on its calls, so the call comes back at
 told the work moved to the background, and gets a ``<task-notification>`` with kimi-mcp's result when the job
 ends. Its ``TaskStop`` sends ``tasks/cancel``: the turn is interrupted and nothing of Kimi is left. Kimi's
 question turns the task ``input_required``: Claude Code shows the form, and the person's answer (sent back by
-``tasks/update``) reaches Kimi's model."""
+``tasks/update``) reaches Kimi's model.
+
+Claude Code meets kimi-mcp's task layer, above the runner: each test runs one Kimi dialect (that layer is
+tested with both dialects through a plain MCP client, tests/e2e/test_e2e_tasks.py)."""
 
 from __future__ import annotations
 
@@ -96,6 +99,7 @@ def kimi_processes(home: Path) -> list[str]:
     return left
 
 
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # one dialect: see the module's notes
 def test_a_long_kimi_call_runs_as_a_claude_code_background_task(
     tui: ClaudeTUI, kimi: KimiUnderTest, fake: FakeMoonshot, fake_anthropic: FakeAnthropic, workspace: Path
 ):
@@ -134,6 +138,7 @@ def test_a_long_kimi_call_runs_as_a_claude_code_background_task(
     assert wait_until_gone(kimi.home) == []
 
 
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # one dialect: see the module's notes
 def test_task_stop_in_claude_code_cancels_the_job_and_leaves_no_kimi(
     tui: ClaudeTUI, kimi: KimiUnderTest, fake: FakeMoonshot, fake_anthropic: FakeAnthropic, workspace: Path
 ):
@@ -178,6 +183,7 @@ def test_task_stop_in_claude_code_cancels_the_job_and_leaves_no_kimi(
     assert wait_until_gone(kimi.home) == []
 
 
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # one dialect: see the module's notes
 def test_a_person_answers_kimis_question_in_claude_codes_form(
     tui: ClaudeTUI, kimi: KimiUnderTest, fake: FakeMoonshot, fake_anthropic: FakeAnthropic
 ):

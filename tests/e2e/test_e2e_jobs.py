@@ -31,6 +31,9 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     return result.structured_content
 
 
+@pytest.mark.parametrize(
+    "kimi", ["kimi-code"], indirect=True
+)  # one dialect: the job layer's, above the runner
 def test_wait_s_zero_returns_running_then_kimi_job_returns_the_exact_changes(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):
@@ -114,6 +117,9 @@ def test_kimi_continue_resumes_a_conversation_whose_kimi_has_exited(
     assert not processes_with_home(kimi.home)
 
 
+@pytest.mark.parametrize(
+    "kimi", ["kimi-code"], indirect=True
+)  # one dialect: the job store's, above the runner
 def test_results_survive_a_restart_and_a_job_running_at_exit_is_interrupted(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):

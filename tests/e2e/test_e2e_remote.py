@@ -30,6 +30,14 @@ from mcp_helpers import SERVER, processes_with_home, transport
 pytestmark = pytest.mark.e2e
 
 
+#: A worker runs the same runner and session code as a local job, so what depends on Kimi's dialect is tested
+#: with both on the local path; here both dialects run where the worker side itself differs by dialect (a
+#: worktree job's first run, a live conversation on its worker, Kimi's session files moving to another
+#: worker), and every other test of the broker's and the worker's own mechanics runs with one of them.
+KIMI_CODE_ONLY = pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)
+LEGACY_ONLY = pytest.mark.parametrize("kimi", ["legacy"], indirect=True)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -192,6 +200,7 @@ def test_a_worktree_job_runs_on_the_worker_and_lands_with_kimi_apply(
     assert left == [], left  # every bundle and conversation sent through Redis is gone once taken
 
 
+@KIMI_CODE_ONLY
 def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -216,6 +225,7 @@ def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here
     assert any("not on a worker" in note for note in here["notes"]), here["notes"]
 
 
+@LEGACY_ONLY
 def test_an_unreachable_broker_is_a_clear_error_and_an_open_one_is_refused(
     kimi: KimiUnderTest, tmp_path: Path
 ) -> None:
@@ -329,6 +339,7 @@ def test_a_follow_up_whose_worker_is_gone_moves_to_another_with_its_conversation
     assert stopped == [0] * len(workers), [w.log.read_text()[-2000:] for w in workers]
 
 
+@KIMI_CODE_ONLY
 def test_a_worker_lets_an_unused_copy_go_and_a_follow_up_brings_it_back(
     kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
 ) -> None:
@@ -379,6 +390,7 @@ def test_a_worker_lets_an_unused_copy_go_and_a_follow_up_brings_it_back(
         assert wait_until_gone(worker.home) == []
 
 
+@KIMI_CODE_ONLY
 def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
     kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
 ) -> None:
@@ -422,6 +434,7 @@ def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
     assert stopped == [0, 0], [w.log.read_text()[-2000:] for w in workers]
 
 
+@LEGACY_ONLY
 def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -458,7 +471,7 @@ def test_a_server_restarted_while_a_worker_runs_its_job_picks_the_result_up(
     assert [j["status"] for j in listed["jobs"] if j["job_id"] == started["job_id"]] == ["running"]
 
 
-@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # the server's task bookkeeping, not a dialect's
+@LEGACY_ONLY  # the server's task bookkeeping
 def test_a_task_outlives_its_server_the_restarted_one_reports_and_returns_it(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -506,6 +519,7 @@ def test_a_task_outlives_its_server_the_restarted_one_reports_and_returns_it(
     assert done["files_created"] == ["t.txt"] and done["job_id"] == created.task_id
 
 
+@LEGACY_ONLY
 def test_kimis_question_and_a_steered_message_travel_through_the_broker(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -556,6 +570,7 @@ def test_kimis_question_and_a_steered_message_travel_through_the_broker(
     assert "USE-BLUE" in json.dumps(last[-1])
 
 
+@KIMI_CODE_ONLY
 def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_recovers(
     kimi: KimiUnderTest, fake: FakeMoonshot, tmp_path: Path
 ) -> None:
@@ -631,6 +646,7 @@ def test_attempts_spread_over_two_workers_and_a_redis_restart_is_an_error_then_r
     assert all(wait_until_gone(w.home) == [] for w in workers)
 
 
+@LEGACY_ONLY
 def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancels_there(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -670,6 +686,7 @@ def test_a_task_of_a_client_with_the_tasks_extension_runs_on_a_worker_and_cancel
     assert not (repo / "hello.py").exists() and "+print('hi')" in done["diff"]
 
 
+@KIMI_CODE_ONLY
 def test_a_job_no_worker_took_yet_is_cancelled_at_once(
     kimi: KimiUnderTest, redis_url: str, tmp_path: Path
 ) -> None:
@@ -688,6 +705,7 @@ def test_a_job_no_worker_took_yet_is_cancelled_at_once(
     assert done["status"] == "cancelled" and "before a worker took it" in done["error"]["message"], done
 
 
+@KIMI_CODE_ONLY
 def test_token_limits_hold_on_a_worker_summed_over_attempts_and_against_the_servers_daily_budget(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:
@@ -741,7 +759,7 @@ def test_token_limits_hold_on_a_worker_summed_over_attempts_and_against_the_serv
     assert 2500 < total <= 5100, (total, [r["usage"] for r in each])
 
 
-@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # the relay is the dialect's; one is enough
+@KIMI_CODE_ONLY
 def test_a_follow_up_queued_on_a_worker_asks_its_approvals_and_a_late_answer_is_refused(
     kimi: KimiUnderTest, fake: FakeMoonshot, worker: Worker, redis_url: str, tmp_path: Path
 ) -> None:

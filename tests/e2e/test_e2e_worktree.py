@@ -63,6 +63,9 @@ async def call(client: Client, tool: str, args: dict):
     return await client.call_tool(tool, args, raise_on_error=False)
 
 
+@pytest.mark.parametrize(
+    "kimi", ["legacy"], indirect=True
+)  # one dialect: the copy and kimi_apply are above the runner
 def test_review_revise_apply_conflict_and_discard(
     kimi: KimiUnderTest, fake: FakeMoonshot, repo: Path, tmp_path: Path
 ):
@@ -145,6 +148,7 @@ def test_review_revise_apply_conflict_and_discard(
     assert not processes_with_home(kimi.home)
 
 
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # one dialect: ranking is above the runner
 def test_attempts_are_ranked_by_verify_command(
     kimi: KimiUnderTest, fake: FakeMoonshot, repo: Path, tmp_path: Path
 ):
