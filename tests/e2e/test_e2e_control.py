@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_moonshot import COLOUR, FakeMoonshot, Reply
+from fake_moonshot import COLOUR, FakeMoonshot, Reply, last_user_text
 from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from kimi_env import KimiUnderTest
@@ -259,3 +259,43 @@ def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
         )  # the 6-second command was interrupted: its last step was never asked
     else:
         assert fake.pending("TURN-1") == 0  # the first turn ran to its end first
+
+
+def test_a_steer_sent_while_a_question_waits_reaches_kimi_or_the_next_turn_and_never_leaks(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    """A steer sent while Kimi's question waits is typed once the answer resumes the turn, which ends at
+    once: it is ``delivered`` only as Kimi's log shows it (into that turn, or sent as the next turn), the model
+    gets it exactly once, and nothing of it is left in Kimi's input box: the follow-up arrives exactly."""
+    # the answer resumes a turn that ends a moment later (its last reply streams for ~0.3 s): the steer is
+    # typed then, and Kimi Code does not take it (before the fix it stayed in the input box, reported
+    # delivered in_turn, and was sent with the follow-up)
+    ending = Reply.text_reply("red it is", token_delay=0.06, chunk_chars=2)
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), ending], marker="LATE-1")
+    fake.script([Reply.text_reply("late words taken")], marker="LATE-WORDS")
+    fake.script([Reply.text_reply("follow-up fine")], marker="AFTER-2")
+
+    async def body(client: Client):
+        waiting = await call(client, "kimi_code_task", {"task_description": "LATE-1 pick a colour"})
+        steered = await call(client, "kimi_steer", {"job_id": waiting["job_id"], "message": "LATE-WORDS now"})
+        done = await call(
+            client,
+            "kimi_job",
+            {"job_id": waiting["job_id"], "action": "answer", "answer": "Red", "wait_s": 120},
+        )
+        follow = await call(
+            client, "kimi_continue", {"session_id": done["session_id"], "message": "AFTER-2 go on"}
+        )
+        return waiting, steered, done, follow
+
+    waiting, steered, done, follow = run(kimi, workspace, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting" and steered["error"] is None, steered
+    assert done["status"] == "done", done
+    texts = [last_user_text(r["body"]) for r in fake.chat_requests()]
+    assert texts.count("LATE-WORDS now") == 1, texts  # the model got the steer, once
+    (message,) = done["messages"]
+    assert (message["text"], message["mode"]) == ("LATE-WORDS now", "steer")
+    assert message["delivered"] in ("in_turn", "next_turn"), message
+    assert done["output"] == "late words taken", done  # its reply is the job's last
+    assert follow["success"] is True and follow["output"] == "follow-up fine", follow
+    assert texts[-1] == "AFTER-2 go on"  # exactly the follow-up: nothing left over in the input box

@@ -204,12 +204,23 @@ class TaskRun:
                     f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}"
                 )
                 break
-            self.scope.delivered.append(Delivered(follow.text, follow.mode, "next_turn", time.time()))
             self.progress(f"sending the {follow.mode} message as the next turn")
-            traces.append(self.session.run_turn(follow.text))
+            traces.append(self.session.run_turn(follow.text, on_received=self._delivered(follow)))
+        self._unsent()
         self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error
+
+    def _delivered(self, message: Message) -> Callable[[], None]:
+        """Records ``message`` as delivered (the next turn) once Kimi's log shows the turn it began."""
+        sent = time.time()
+        return lambda: self.scope.delivered.append(Delivered(message.text, message.mode, "next_turn", sent))
+
+    def _unsent(self) -> None:
+        """Messages still waiting when the run ends (a turn failed before they could be sent): said in the
+        notes, never silently dropped."""
+        while (message := self.scope.inbox.next_message(("interrupt", "queue", "steer"))) is not None:
+            self.scope.note(f"a message was not sent (the run ended first): {message.text[:80]}")
 
     def _next_message(self) -> Message | None:
         message = self.scope.inbox.next_message(("interrupt", "queue", "steer"))
