@@ -125,6 +125,7 @@ class TaskRun:
         binary = find_binary(self.settings.kimi_bin, self.env, kimi_code_prefix(self.env))
         self.install = install = probe(binary, self.env, self.settings.dialect)
         check_node(install, self.env)
+        self.scope.prepare = self._prepared  # from now on a message sent to the job is checked at once
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
         request = self.request
         self.model_flag = _factory.model_alias(install, request.model, self.settings, self.env)
@@ -195,7 +196,6 @@ class TaskRun:
         self.found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
         self.watch.starting = False
-        self.scope.prepare = self._prepared
         traces = self.traces
         traces.append(_restart.first_turn(self, message))
         while traces[-1].error is None and (follow := self._next_message()) is not None:
