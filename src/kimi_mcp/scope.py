@@ -64,7 +64,8 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    """A message that reached Kimi: when, how, and whether in the running turn or as the next one."""
+    """A message that reached Kimi, as Kimi's own session log shows it: when, how, and whether in the running
+    turn (the log shows it added to the turn) or as the next one (the log shows the turn it began)."""
 
     text: str
     mode: SteerMode
@@ -151,6 +152,13 @@ class Inbox:
     def send(self, message: Message) -> None:
         with self._lock:
             self._messages.append(message)
+        self.wake()
+
+    def put_back(self, message: Message) -> None:
+        """A message taken out that did not reach Kimi (a steer Kimi did not take into its turn): first in line
+        again, so the run sends it as the next turn."""
+        with self._lock:
+            self._messages.appendleft(message)
         self.wake()
 
     def next_message(self, modes: tuple[SteerMode, ...]) -> Message | None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_moonshot import COLOUR, FakeMoonshot, Reply
+from fake_moonshot import COLOUR, FakeMoonshot, Reply, last_user_text
 from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from kimi_env import KimiUnderTest
@@ -118,35 +118,40 @@ def test_a_question_nobody_answers_is_dismissed_after_the_question_timeout(
     assert dismissed["answers"] == {} and "dismissed" in dismissed["note"]
 
 
+LONG_STEER = "STEER-4 USE-BLUE-PAINT\n" + "\n".join(f"line {n}: " + "paint it blue " * 8 for n in range(12))
+
+
 def test_a_message_steered_into_a_running_turn_reaches_the_model_in_that_turn(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ) -> None:
+    """A long steer (13 lines, ~1,500 characters: Kimi Code shows such a paste as "[paste #1 …]", which its
+    steer key sent as it was before issue 30) reaches the model whole in the running turn; one over the
+    message limit is refused by kimi_steer itself, at once."""
     fake.script([Reply.tool(*kimi.shell("sleep 4")), Reply.text_reply("steered fine")], marker="STEER-4")
+    kimi.env["KIMI_MCP_MAX_MESSAGE_TOKENS"] = "2000"  # about 8,000 characters
 
     async def body(client: Client):
         first = await call(client, "kimi_code_task", {"task_description": "STEER-4 work", "wait_s": 0})
         while not fake.chat_requests():  # the turn began: Kimi runs its 4-second shell command next
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
-        steered = await call(
-            client, "kimi_steer", {"job_id": first["job_id"], "message": "STEER-4 USE-BLUE-PAINT"}
+        over = await call(
+            client, "kimi_steer", {"job_id": first["job_id"], "message": "STEER-4 " + "x" * 9000}
         )
+        steered = await call(client, "kimi_steer", {"job_id": first["job_id"], "message": LONG_STEER})
         done = await call(client, "kimi_job", {"job_id": first["job_id"], "wait_s": 120})
-        return steered, done
+        return over, steered, done
 
-    steered, done = run(kimi, workspace, tmp_path / "server.log", body)
+    over, steered, done = run(kimi, workspace, tmp_path / "server.log", body)
+    assert over["error"]["type"] == "bad_input" and "2,000 tokens" in over["error"]["message"], over
     assert steered["error"] is None, steered
     assert steered["delivered"] == "in_turn" and steered["job_id"] == done["job_id"]
     assert done["success"] is True and done["output"] == "steered fine", done
-    (message,) = done["messages"]
-    assert (message["text"], message["mode"], message["delivered"]) == (
-        "STEER-4 USE-BLUE-PAINT",
-        "steer",
-        "in_turn",
-    )
+    (message,) = done["messages"]  # the refused one never reached Kimi
+    assert (message["text"], message["mode"], message["delivered"]) == (LONG_STEER, "steer", "in_turn")
     assert len(fake.chat_requests()) == 2  # one turn: the steered message went into it, not a new turn
-    last = fake.chat_requests()[-1]["body"]["messages"]
-    assert "USE-BLUE-PAINT" in json.dumps(last[-1])  # the turn's next request ends with it
+    got = last_user_text(fake.chat_requests()[-1]["body"])
+    assert got.strip() == LONG_STEER.strip()  # whole, as sent (both TUIs trim a message's ends)
 
 
 def test_max_tokens_stops_kimi_after_the_step_that_crosses_it(
@@ -259,3 +264,43 @@ def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
         )  # the 6-second command was interrupted: its last step was never asked
     else:
         assert fake.pending("TURN-1") == 0  # the first turn ran to its end first
+
+
+def test_a_steer_sent_while_a_question_waits_reaches_kimi_or_the_next_turn_and_never_leaks(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+) -> None:
+    """A steer sent while Kimi's question waits is typed once the answer resumes the turn, which ends at
+    once: it is ``delivered`` only as Kimi's log shows it (into that turn, or sent as the next turn), the model
+    gets it exactly once, and nothing of it is left in Kimi's input box: the follow-up arrives exactly."""
+    # the answer resumes a turn that ends a moment later (its last reply streams for ~0.3 s): the steer is
+    # typed then, and Kimi Code does not take it (before the fix it stayed in the input box, reported
+    # delivered in_turn, and was sent with the follow-up)
+    ending = Reply.text_reply("red it is", token_delay=0.06, chunk_chars=2)
+    fake.script([Reply.tool("AskUserQuestion", COLOUR), ending], marker="LATE-1")
+    fake.script([Reply.text_reply("late words taken")], marker="LATE-WORDS")
+    fake.script([Reply.text_reply("follow-up fine")], marker="AFTER-2")
+
+    async def body(client: Client):
+        waiting = await call(client, "kimi_code_task", {"task_description": "LATE-1 pick a colour"})
+        steered = await call(client, "kimi_steer", {"job_id": waiting["job_id"], "message": "LATE-WORDS now"})
+        done = await call(
+            client,
+            "kimi_job",
+            {"job_id": waiting["job_id"], "action": "answer", "answer": "Red", "wait_s": 120},
+        )
+        follow = await call(
+            client, "kimi_continue", {"session_id": done["session_id"], "message": "AFTER-2 go on"}
+        )
+        return waiting, steered, done, follow
+
+    waiting, steered, done, follow = run(kimi, workspace, tmp_path / "server.log", body)
+    assert waiting["status"] == "waiting" and steered["error"] is None, steered
+    assert done["status"] == "done", done
+    texts = [last_user_text(r["body"]) for r in fake.chat_requests()]
+    assert texts.count("LATE-WORDS now") == 1, texts  # the model got the steer, once
+    (message,) = done["messages"]
+    assert (message["text"], message["mode"]) == ("LATE-WORDS now", "steer")
+    assert message["delivered"] in ("in_turn", "next_turn"), message
+    assert done["output"] == "late words taken", done  # its reply is the job's last
+    assert follow["success"] is True and follow["output"] == "follow-up fine", follow
+    assert texts[-1] == "AFTER-2 go on"  # exactly the follow-up: nothing left over in the input box

@@ -293,6 +293,12 @@ class Driver(KimiModels, ABC):
         """Empty the input line (stray text there blocks the exit keys); harmless when it is empty."""
         return [("\x7f" * 256, 0.2)]
 
+    def empty_input_sequence(self) -> list[tuple[str, float]]:
+        """Empty the input box however long its text: Ctrl-U deletes to the start of the line, and at a
+        line's start the newline before it (both TUIs); harmless when it is empty. Repeated while the box
+        still shows text."""
+        return [("\x15" * 64 + "\x7f" * 64, 0.2)]
+
     def submit_sequence(self, message: str) -> list[tuple[str, float]]:
         """Keystrokes (with pauses after each, seconds) that type and submit ``message``.
 
@@ -317,6 +323,8 @@ class Driver(KimiModels, ABC):
     #: where a message sent with :meth:`steer_sequence` reaches the model: "in_turn" (the next model
     #: request of the running turn carries it) or "next_turn" (it opens a new turn after this one)
     steer_delivery: ClassVar[Literal["in_turn", "next_turn"]] = "in_turn"
+    #: keys that bring back into the input box a steer Kimi did not take ("" if it stays there by itself)
+    steer_cancel_key: ClassVar[str] = ""
 
     @abstractmethod
     def answer_question(

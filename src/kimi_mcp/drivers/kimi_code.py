@@ -169,8 +169,15 @@ class KimiCodeDriver(Driver):
         """The message pasted into the input box, then Ctrl-S ("ctrl-s to steer immediately"; Enter would
         queue it for a new turn after this one). Kimi logs ``prompt.steered`` at once and injects it
         (``turn.steer``) at the next step boundary. Without a running turn Ctrl-S does nothing and the text
-        stays in the input box."""
-        return [("\x1b[200~" + message + "\n\x1b[201~", 0.2), ("\x13", 0.0)]
+        stays in the input box.
+
+        A paste of more than 10 lines or 1,000 characters shows as ``[paste #1 …]``, which Enter expands but
+        Ctrl-S sends as it is: Ctrl-V with the cursor on that marker expands it in the box first."""
+        paste = message + "\n"
+        keys = [("\x1b[200~" + paste + "\x1b[201~", 0.2)]
+        if folds(paste):
+            keys.append((EXPAND_PASTE_KEY, 0.2))
+        return [*keys, ("\x13", 0.0)]
 
     def screen_error(self, text: str) -> KimiMCPError | None:
         if match := _NOT_SET.search(text):  # it showed a model when it looked ready (else it was logged in)
@@ -308,6 +315,17 @@ class KimiCodeDriver(Driver):
             return []
         path = arguments.get("path")
         return [path] if isinstance(path, str) else []
+
+
+EXPAND_PASTE_KEY = "\x16"  # Ctrl-V: with the cursor on a paste marker, the marker becomes the pasted text
+FOLD_LINES, FOLD_CHARS = 10, 1000  # a paste of more lines or characters is shown as a marker
+
+
+def folds(paste: str) -> bool:
+    """Whether Kimi Code's input box shows ``paste`` as a ``[paste #N …]`` marker (its editor's own rule:
+    characters are JavaScript's, UTF-16 code units; tabs count as the four spaces they become)."""
+    text = paste.replace("\r\n", "\n").replace("\r", "\n").replace("\t", "    ")
+    return text.count("\n") + 1 > FOLD_LINES or len(text.encode("utf-16-le")) // 2 > FOLD_CHARS
 
 
 def _retrying(record: dict[str, Any]) -> StepRetrying:

@@ -125,6 +125,7 @@ class TaskRun:
         binary = find_binary(self.settings.kimi_bin, self.env, kimi_code_prefix(self.env))
         self.install = install = probe(binary, self.env, self.settings.dialect)
         check_node(install, self.env)
+        self.scope.prepare = self._prepared  # from now on a message sent to the job is checked at once
         self.result.dialect, self.result.kimi_version = install.dialect, install.version
         request = self.request
         self.model_flag = _factory.model_alias(install, request.model, self.settings, self.env)
@@ -195,33 +196,22 @@ class TaskRun:
         self.found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
         self.watch.starting = False
-        self.scope.prepare = self._prepared
         traces = self.traces
         traces.append(_restart.first_turn(self, message))
         approvals = self.scope.approvals
-        while traces[-1].error is None and (follow := self._next_message()) is not None:
+        while traces[-1].error is None and (follow := _next_message(self.scope)) is not None:
             if not self.session.ready_again(limit=5.0):
                 self.scope.note(
                     f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}"
                 )
                 break
-            self.scope.delivered.append(Delivered(follow.text, follow.mode, "next_turn", time.time()))
             self.progress(f"sending the {follow.mode} message as the next turn")
             _hold_to(self.scope, follow, approvals)
-            traces.append(self.session.run_turn(follow.text))
+            traces.append(self.session.run_turn(follow.text, on_received=_delivered(self.scope, follow)))
+        _unsent(self.scope)
         self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
         self.error = self.trace.error
-
-    def _next_message(self) -> Message | None:
-        message = self.scope.inbox.next_message(("interrupt", "queue", "steer"))
-        if message is None:
-            return None
-        try:
-            return dataclasses.replace(message, text=self.scope.prepare(message.text))
-        except KimiMCPError as exc:
-            self.scope.note(f"a message was not sent: {exc.message}")
-            return self._next_message()
 
     def _prepared(self, text: str) -> str:
         """A message for this Kimi as one inert input (``BadInput`` if it cannot arrive whole)."""
@@ -351,3 +341,30 @@ def _hold_to(scope: Scope, follow: Message, approvals: Literal["policy", "ask"])
     job's ``approvals``, and the job's limits only)."""
     scope.approvals = follow.approvals or approvals
     scope.tokens.cap_turn(scope, follow.max_tokens)
+
+
+# -- the messages sent to a running job, as next turns ---------------------------------------------------
+def _next_message(scope: Scope) -> Message | None:
+    """The next message to send as a turn of its own, prepared for the terminal (one that cannot be is
+    said in the notes and skipped)."""
+    message = scope.inbox.next_message(("interrupt", "queue", "steer"))
+    if message is None:
+        return None
+    try:
+        return dataclasses.replace(message, text=scope.prepare(message.text))
+    except KimiMCPError as exc:
+        scope.note(f"a message was not sent: {exc.message}")
+        return _next_message(scope)
+
+
+def _delivered(scope: Scope, message: Message) -> Callable[[], None]:
+    """Records ``message`` as delivered (the next turn) once Kimi's log shows the turn it began."""
+    sent = time.time()
+    return lambda: scope.delivered.append(Delivered(message.text, message.mode, "next_turn", sent))
+
+
+def _unsent(scope: Scope) -> None:
+    """Messages still waiting when the run ends (a turn failed before they could be sent): said in the
+    notes, never silently dropped."""
+    while (message := scope.inbox.next_message(("interrupt", "queue", "steer"))) is not None:
+        scope.note(f"a message was not sent (the run ended first): {message.text[:80]}")

@@ -19,6 +19,7 @@ import enum
 import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .._logging import get_logger
@@ -280,20 +281,21 @@ class KimiSession:
         return self.term.waits.wait_idle(limit, self.wire.read)
 
     # -- one turn ------------------------------------------------------------------------------------
-    def run_turn(self, prompt: str) -> TurnTrace:
-        """Submit ``prompt`` and return once the session log reports the end of the turn."""
+    def run_turn(self, prompt: str, on_received: Callable[[], None] | None = None) -> TurnTrace:
+        """Submit ``prompt`` and return once the session log reports the end of the turn; ``on_received`` is
+        called as soon as the log shows the prompt arrived as sent."""
         if self.state is not State.READY:
             raise SessionError(f"cannot submit a prompt in state {self.state.value}")
         self.state = State.WAITING
         self.wire.begin_turn(prompt)
-        turn = self._turn(prompt)
+        turn = self._turn(prompt, on_received)
         turn.watch()
         self.state = State.COLLECTED
         return turn.collect()
 
-    def _turn(self, prompt: str) -> Turn:
+    def _turn(self, prompt: str, on_received: Callable[[], None] | None = None) -> Turn:
         self.turns += 1
-        return Turn(prompt, self.parts, self.scope, self.turns - 1)
+        return Turn(prompt, self.parts, self.scope, self.turns - 1, on_received)
 
     # -- stopping --------------------------------------------------------------------------------------
     def _time_limit(self) -> float:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
 from ..errors import ApiError, AuthError, KimiMCPError, SessionError, StartupFault
-from ..scope import Delivered, Scope
+from ..scope import Delivered, Message, Scope
 from ._approvals import Answer, Approvals
 from ._questions import Questions
 from ._terminal import Terminal
@@ -23,6 +23,15 @@ AUTH_ERROR_AFTER = 0.5  # a ready screen this long after the submit may show why
 RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is submitted again
 NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
 COLLECT_IDLE = 3.0  # seconds to wait for the idle screen that shows an error when the turn had no answer
+EMPTY_TRIES = 8  # rounds of keys that empty Kimi's input box before it counts as stuck
+LEFTOVER_NOTE = (
+    "Kimi's input box held text kimi-mcp did not send (a message Kimi never took); it was cleared before "
+    "anything else was typed"
+)
+LATE_STEER_NOTE = (
+    "a steer came as Kimi's turn ended and Kimi did not take it into that turn (it was left in Kimi's input "
+    "box, now cleared): it was sent as the next turn"
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +53,16 @@ class Turn:
     caller), for the call of ``scope`` (its progress, secrets, token meter and inbox); ``number``: the
     session's turns for that call are numbered from 0 (its token meter counts each)."""
 
-    def __init__(self, prompt: str, session: SessionParts, scope: Scope, number: int) -> None:
+    def __init__(
+        self,
+        prompt: str,
+        session: SessionParts,
+        scope: Scope,
+        number: int,
+        on_received: Callable[[], None] | None = None,
+    ) -> None:
         self.prompt = prompt
+        self._on_received = on_received or (lambda: None)  # told once Kimi's log shows the prompt arrived
         self.term = session.term
         self.wire = session.wire
         self.driver: Driver = session.wire.driver
@@ -60,7 +77,8 @@ class Turn:
         self.verified = self.resubmitted = self.busy_seen = False
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
         self.answered: dict[str, Answer] = {}
-        self.expected: list[str] = []  # messages typed into the running turn, as the log must show them
+        #: steers typed into the running turn that Kimi's log does not show yet (each as sent and as typed)
+        self.pending: list[tuple[Message, str]] = []
         self.steered_checked = 0  # how many of the log's steered messages were compared with them
 
     @property
@@ -68,7 +86,10 @@ class Turn:
         return self.wire.trace
 
     def watch(self) -> None:
-        """Submit the prompt and return when the session log reports the end of the turn."""
+        """Submit the prompt and return when the session log reports the end of the turn (then the steers
+        Kimi never took are settled: :meth:`_settle_steers`)."""
+        if self.empty_input():
+            self.scope.note(LEFTOVER_NOTE)
         (paste, pause), *rest = self.driver.submit_sequence(self.prompt)
         self.term.write(paste)
         log.debug("prompt typed (%d characters)", len(self.prompt))
@@ -78,6 +99,7 @@ class Turn:
         log.debug("prompt submitted")
         self.scope.progress("prompt sent; Kimi is working")
         self.term.waits.until(self._look, math.inf)
+        self._settle_steers()
 
     def collect(self) -> TurnTrace:
         """The trace, with the error a turn without an answer shows on screen, or the unmatched panels."""
@@ -106,6 +128,7 @@ class Turn:
         if trace.begun and not self.verified:
             self._verify_received()
             self.verified = True
+            self._on_received()
         self._verify_steered()
         self._count_tokens()
         if trace.ended:
@@ -145,12 +168,15 @@ class Turn:
         raise over
 
     def _messages(self) -> None:
-        """Messages sent to the running turn: ``steer`` is typed into it; ``interrupt`` stops it (the
-        run sends the message as its next turn)."""
+        """Messages sent to the running turn: ``steer`` is typed into it (only into an empty input box: text
+        left there means Kimi did not take the last steer, settled when the turn ends); ``interrupt`` stops
+        it (the run sends the message as its next turn)."""
         inbox = self.scope.inbox
         if inbox.has("interrupt"):
             self.scope.progress("interrupting Kimi for a new message")
             self._interrupt(INTERRUPT_WAIT)
+            return
+        if not inbox.has("steer") or self.driver.input_pending(self.term.screen.lines):
             return
         message = inbox.next_message(("steer",))
         if message is None:
@@ -161,10 +187,46 @@ class Turn:
             self.scope.note(f"a message was not sent: {exc.message}")
             return
         self.term.play(self.driver.steer_sequence(text))
-        delivery = self.driver.steer_delivery
-        self.scope.delivered.append(Delivered(text, "steer", delivery, time.time()))
-        self.expected.append(text)
-        self.scope.progress(f"message typed into the running turn ({delivery.replace('_', ' ')})")
+        self.pending.append((message, text))
+        self.scope.progress("message typed into the running turn; waiting for Kimi's log to show it taken")
+
+    def _settle_steers(self) -> None:
+        """The turn ended with steers its log never showed: one still in the input box (Kimi did not take
+        it) is cleared and goes back to the inbox (the run sends it as the next turn); any other is said
+        in the notes as not delivered."""
+        if not self.pending:
+            return
+        left, self.pending = self.pending, []
+        if self.driver.steer_cancel_key:  # e.g. kimi-cli: out of the search Ctrl-S opened when idle
+            self.term.write(self.driver.steer_cancel_key)
+        self.term.waits.wait_idle(COLLECT_IDLE, self.wire.read)
+        if self.empty_input():
+            message, _text = left.pop()  # nothing is typed over a full box: only the last one can be there
+            self.scope.inbox.put_back(message)
+            self.scope.note(LATE_STEER_NOTE)
+        for message, _text in left:
+            self.scope.note(
+                "a steer was not delivered (Kimi's log does not show it reaching the model before the "
+                f"turn ended): {message.text[:80]}"
+            )
+
+    def empty_input(self) -> bool:
+        """Empty Kimi's input box; whether it held anything (``SessionError`` if it cannot be emptied)."""
+        held = False
+        for _ in range(EMPTY_TRIES):
+            if not self.driver.input_pending(self.term.screen.lines):
+                return held
+            held = True
+            log.warning("Kimi's input box holds text kimi-mcp did not send; clearing it")
+            self.term.play(self.driver.empty_input_sequence())
+        if self.driver.input_pending(self.term.screen.lines):
+            raise SessionError(
+                "Kimi's input box holds text that could not be cleared, so nothing was typed",
+                details={"screen": self.term.screen_for_error()},
+                suggestion="Retry; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and report it.",
+                retryable=True,
+            )
+        return held
 
     def _unstick(self, state: ScreenState, now: float) -> None:
         """A turn that does not begin, or has no log: an auth error or a start-up fault on screen ends it, a
@@ -205,17 +267,17 @@ class Turn:
             self.term.play(self.driver.submit_sequence(self.prompt))
 
     def _verify_steered(self) -> None:
-        """Each message typed into the turn must reach Kimi exactly as typed, else the turn is stopped."""
+        """Each message typed into the turn must reach Kimi exactly as typed, else the turn is stopped; one
+        the log shows is delivered (``Scope.delivered``)."""
         logged = self.trace.steered
         while self.steered_checked < len(logged):
             got = _trimmed(logged[self.steered_checked])
-            sent = (
-                _trimmed(self.expected[self.steered_checked])
-                if self.steered_checked < len(self.expected)
-                else None
-            )
+            sent = _trimmed(self.pending[0][1]) if self.pending else None
             self.steered_checked += 1
             if got == sent:
+                _message, text = self.pending.pop(0)
+                delivery = self.driver.steer_delivery
+                self.scope.delivered.append(Delivered(text, "steer", delivery, time.time()))
                 continue
             log.warning("Kimi logged a message added to its turn that is not the one sent; stopping the turn")
             self._interrupt(INTERRUPT_WAIT)

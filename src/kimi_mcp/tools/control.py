@@ -19,14 +19,13 @@ from ..adapter.client import error_text, to_tool_result
 from ..adapter.pipeline import Backend, Reply, current_backend, stored_reply
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED
+from ..message import MessageRules, check_size, prepare
 from ..models import TaskResult
 from ..scope import Delivery, SteerMode
 from ._params import IN_ONE_MESSAGE, writes
 from .jobs import _failure, check_scope, job_record
 
-MAX_MESSAGE_CHARS = (
-    200_000  # the message limit itself is Kimi's (KIMI_MCP_MAX_MESSAGE_TOKENS), checked by the run
-)
+MAX_MESSAGE_CHARS = 200_000  # a first bound; the message limit itself is KIMI_MCP_MAX_MESSAGE_TOKENS (_fits)
 DELIVERY: dict[SteerMode, Delivery] = {"steer": "in_turn", "queue": "next_turn", "interrupt": "next_turn"}
 UNKNOWN_JOB = (
     "kimi_jobs lists recent jobs with their job_id and session_id; a job that finished takes no message: send "
@@ -40,8 +39,10 @@ class SteerResult(TaskResult):
 
     delivered: Delivery | None = Field(
         default=None,
-        description="How the message reaches Kimi: in_turn (steer: typed into the running turn), next_turn "
-        "(queue, interrupt: sent as the next turn); null: not sent (see error)",
+        description="How the message is to reach Kimi: in_turn (steer: typed into the running turn), next_turn "
+        "(queue, interrupt: sent as the next turn); null: not sent (see error). The job's result lists it in "
+        "messages once Kimi's own log shows it arrived (a steer that came too late for the turn goes as the "
+        "next turn)",
     )
 
 
@@ -86,6 +87,7 @@ async def kimi_steer(
                 if record.session_id
                 else "Start a new task.",
             )
+        _fits(backend, record.job_id, message)
         sent = {"text": message, "mode": mode, "at": time.time()}
         await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", sent)
     except KimiMCPError as exc:
@@ -94,10 +96,26 @@ async def kimi_steer(
     if job is not None:
         result = job.snapshot(files=False)
         result.notes = [
-            f"Message queued for Kimi ({mode}); kimi_job(job_id={job.job_id!r}) waits for the result."
+            f"Message queued for Kimi ({mode}); kimi_job(job_id={job.job_id!r}) waits for the result, whose "
+            "messages list it once Kimi's log shows it arrived."
         ]
         return _delivered(to_tool_result(result, backend.settings), mode)
     return _delivered(stored_reply(backend, record), mode)
+
+
+def _fits(backend: Backend, job_id: str, message: str) -> None:
+    """``BadInput`` at once for a message that cannot reach Kimi whole: by the message limit of this server
+    (KIMI_MCP_MAX_MESSAGE_TOKENS, on the text as any dialect types it at least), and for a job running here by
+    its run's own rule (``Scope.prepare``: the dialect's, set once the run knows its Kimi)."""
+    try:
+        rules = MessageRules(keeps_tabs=True, max_tokens=backend.settings.max_message_tokens)
+        check_size(prepare(message, rules), rules)
+        job = backend.jobs.local(job_id)
+        if job is not None:
+            job.scope.prepare(message)
+    except BadInput as exc:
+        exc.suggestion = "Shorten the message, or send it in parts (each kimi_steer call is one message)."
+        raise
 
 
 def _delivered(reply: ToolResult, mode: SteerMode) -> ToolResult:

@@ -23,7 +23,7 @@ from kimi_mcp.drivers.base import (
     TurnEnd,
     UserMessage,
 )
-from kimi_mcp.drivers.kimi_code import BUILTIN_SKILLS, KimiCodeDriver, skill_names
+from kimi_mcp.drivers.kimi_code import BUILTIN_SKILLS, KimiCodeDriver, folds, skill_names
 from kimi_mcp.errors import ApiError, AuthError, StartupFault
 from kimi_mcp.question import Choice, Option, Question
 
@@ -707,6 +707,20 @@ def test_steer_is_a_paste_then_ctrl_s(driver: KimiCodeDriver) -> None:
         ("\x1b[200~mention bananas\n\x1b[201~", 0.2),
         ("\x13", 0.0),
     ]
+
+
+def test_a_steer_kimi_code_would_fold_into_a_paste_marker_is_expanded_before_ctrl_s(
+    driver: KimiCodeDriver,
+) -> None:
+    """Issue 30, item 4: a paste of more than 10 lines or 1,000 characters shows as "[paste #1 …]", which
+    Ctrl-S sends as it is; Ctrl-V with the cursor on the marker (right after the paste) expands it first."""
+    for long in ("x" * 1000, "\n".join("abcdefghij"), "\U0001f600" * 500, "\t" * 250):  # +1 newline each
+        assert folds(long + "\n"), long[:20]
+        keys = driver.steer_sequence(long)
+        assert keys == [("\x1b[200~" + long + "\n\x1b[201~", 0.2), ("\x16", 0.2), ("\x13", 0.0)]
+    for short in ("x" * 999, "\n".join("abcdefghi"), "\U0001f600" * 499, "\t" * 249):
+        assert not folds(short + "\n"), short[:20]
+        assert [k for k, _ in driver.steer_sequence(short)] == ["\x1b[200~" + short + "\n\x1b[201~", "\x13"]
 
 
 def test_parse_wire_steered_message(driver: KimiCodeDriver) -> None:

@@ -16,6 +16,7 @@ from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 
 from kimi_mcp.config import Settings
+from kimi_mcp.message import MessageRules, check_size, prepare
 from kimi_mcp.models import TaskResult
 from kimi_mcp.question import Choice, Option, Question
 from kimi_mcp.scope import DECLINED
@@ -189,6 +190,45 @@ def test_kimi_steer_reaches_the_running_job_and_a_finished_job_names_kimi_contin
     assert (message.text, message.mode) == ("use blue", "steer")
     assert late["error"]["type"] == "bad_input" and "kimi_continue" in late["error"]["suggestion"]
     assert blank.structured_content["error"]["type"] == "bad_input"
+
+
+def test_kimi_steer_refuses_a_message_over_the_limit_at_once_by_the_runs_own_rule(workspace: Path) -> None:
+    """Issue 30, item 4: a message that cannot reach Kimi whole is refused by kimi_steer itself (before, it
+    answered "Message queued" and the refusal came only in the final result's notes): over the server's
+    KIMI_MCP_MAX_MESSAGE_TOKENS, and over the running job's own rule (its ``Scope.prepare``)."""
+    runner = AskingRunner(question=None, steer=True)
+
+    def strict(text: str) -> str:  # the run's rule for its Kimi: 10 tokens
+        rules = MessageRules(keeps_tabs=False, max_tokens=10)
+        check_size(prepare(text, rules), rules)
+        return text
+
+    def run_strictly(request, settings, *, scope, watch=None, **kw) -> TaskResult:
+        scope.prepare = strict
+        return runner(request, settings, scope=scope, watch=watch, **kw)
+
+    async def body():
+        async with Client(create_server(Settings(max_message_tokens=100), run=run_strictly)) as client:
+            first = (await client.call_tool("kimi_code_task", task_args(workspace, wait_s=0))).data
+            while runner.got == [] and first.status != "running":  # the run set its rule
+                first = (await client.call_tool("kimi_job", {"job_id": first.job_id, "wait_s": 0})).data
+            args = {"job_id": first.job_id}
+            over = await client.call_tool("kimi_steer", {**args, "message": "x" * 401}, raise_on_error=False)
+            strict_over = await client.call_tool(
+                "kimi_steer", {**args, "message": "y" * 41}, raise_on_error=False
+            )
+            ok = await client.call_tool("kimi_steer", {**args, "message": "use blue"}, raise_on_error=False)
+            await client.call_tool("kimi_job", {"job_id": first.job_id, "wait_s": 10})
+            return over.structured_content, strict_over.structured_content, ok.structured_content
+
+    over, strict_over, ok = run(body)
+    for refused in (over, strict_over):
+        assert refused["error"]["type"] == "bad_input" and refused.get("delivered") is None, refused
+        assert "tokens" in refused["error"]["message"] and "Shorten" in refused["error"]["suggestion"]
+    assert "101 tokens" in over["error"]["message"]  # the server's limit (100): 401 ASCII characters
+    assert "11 tokens" in strict_over["error"]["message"]  # the run's (10)
+    assert ok["error"] is None
+    assert [m.text for m in runner.got] == ["use blue"]  # nothing of the refused ones reached the job
 
 
 @pytest.mark.parametrize(("mode", "delivered"), [("queue", "next_turn"), ("interrupt", "next_turn")])
