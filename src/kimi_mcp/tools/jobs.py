@@ -43,11 +43,13 @@ from ..models import (
     TaskResult,
 )
 from ..workspace import resolve_workspace
+from . import _groups
 from ._params import (
     IN_ONE_MESSAGE,
     MODEL_PATTERN,
     ApprovalsArg,
     Files,
+    GroupArg,
     MaxTokens,
     WaitS,
     reads,
@@ -68,14 +70,21 @@ _UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
         "returns), else its progress; it returns at once with status 'waiting' and a question when Kimi asks "
         "one: action='answer' with answer= (an option's label, a list of labels if multi_select, or your own "
         "words) types it into Kimi, then waits like 'wait'; 'status' returns at once; 'cancel' interrupts Kimi "
-        "and returns the partial result (files already changed). Finished results survive a server restart."
+        "and returns the partial result (files already changed); 'cancel' with group= instead of job_id "
+        "cancels every unfinished job of that group and lists them in cancelled. Finished results survive a "
+        "server restart."
     ),
     annotations=writes("Kimi: job"),
     output_schema=TaskResult.model_json_schema(),
 )
 async def kimi_job(
     ctx: Context,
-    job_id: Annotated[str, Field(description="The job_id a kimi tool returned", max_length=100)],
+    job_id: Annotated[
+        str | None,
+        Field(
+            description="The job_id a kimi tool returned (required but for a group's cancel)", max_length=100
+        ),
+    ] = None,
     action: Annotated[
         Literal["wait", "status", "answer", "cancel"], Field(description="What to do")
     ] = "wait",
@@ -89,6 +98,10 @@ async def kimi_job(
             "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
         ),
     ] = None,
+    group: Annotated[
+        GroupArg,
+        Field(description="action 'cancel' without job_id: cancel every unfinished job of this group"),
+    ] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     jobs = backend.jobs
@@ -97,6 +110,8 @@ async def kimi_job(
         if (resumed := _questions.resumed_job(ctx, jobs)) is not None:  # a form's answer (2026-07-28)
             job, answered = resumed
             return await Call(ctx, backend, job.cls).wait(job, wait_s, own=False, ask=answered)
+        if group is not None or job_id is None:
+            return await _groups.without_job_id(ctx, backend, job_id, action, group)
         record = await job_record(backend, job_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
@@ -138,6 +153,7 @@ async def kimi_jobs(
         Field(description="Only jobs with this status"),
     ] = None,
     work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,
+    group: Annotated[GroupArg, Field(description="Only the jobs of this group")] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> ToolResult:
     workspace = str(Path(work_dir).expanduser().resolve()) if work_dir else None
@@ -146,10 +162,10 @@ async def kimi_jobs(
     def listing() -> list[JobRecord]:
         backend.check()
         store = jobs.store  # opening the store may fail: a structured error
-        records = store.list(limit=limit, status=status, workspace=workspace)
+        records = store.list(limit=limit, status=status, workspace=workspace, group=group)
         if any(jobs.orphaned(record) for record in records):
             jobs.settle_orphans()
-            records = store.list(limit=limit, status=status, workspace=workspace)
+            records = store.list(limit=limit, status=status, workspace=workspace, group=group)
         return records
 
     try:
@@ -192,6 +208,7 @@ async def kimi_continue(
     ] = None,
     max_tokens: MaxTokens = None,
     approvals: ApprovalsArg = None,
+    group: GroupArg = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
@@ -215,6 +232,7 @@ async def kimi_continue(
         job = call.submit(
             "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id,
             model=model, isolation=_isolation_of(record), tokens=call.meter(max_tokens), approvals=approvals,
+            group=group,
         )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
@@ -325,7 +343,7 @@ def _summary(record: JobRecord) -> JobSummary:
     started = datetime.fromtimestamp(record.started_at, UTC).isoformat(timespec="seconds")
     return JobSummary(
         job_id=record.job_id, tool=record.tool, workspace=record.workspace, status=record.status,  # type: ignore[arg-type]
-        started_at=started, duration_s=record.duration_s, session_id=record.session_id,
+        started_at=started, duration_s=record.duration_s, session_id=record.session_id, group=record.group,
         summary=record.summary,
     )  # fmt: skip
 
