@@ -200,6 +200,9 @@ class TaskResult(BaseModel):
     session_id: str | None = Field(
         default=None, description="Kimi's conversation: kimi_continue(session_id, message) sends a follow-up"
     )
+    group: str | None = Field(
+        default=None, description="The call's group: kimi_wait(group=...) and kimi_jobs(group=...) take it"
+    )
     duration_s: float = 0.0
     warm_start: bool = Field(
         default=False, description="A ready standby Kimi served the call (no startup wait)"
@@ -335,6 +338,7 @@ class JobSummary(BaseModel):
     started_at: str = Field(description="ISO 8601, UTC")
     duration_s: float | None = None
     session_id: str | None = Field(default=None, description="kimi_continue(session_id, ...) follows up")
+    group: str | None = Field(default=None, description="The group its call named")
     summary: str = Field(default="", description="One line: what was asked, or what came of it")
 
 
@@ -344,3 +348,40 @@ class JobList(BaseModel):
     success: bool = True
     jobs: list[JobSummary] = Field(default_factory=list)
     error: ErrorInfo | None = None
+
+
+class GroupCancelResult(TaskResult):
+    """``kimi_job(action="cancel", group=...)``: which unfinished jobs of the group were cancelled."""
+
+    cancelled: list[str] = Field(
+        default_factory=list, description="The job_ids this call cancelled (each stopped, its result kept)"
+    )
+
+
+class PendingJob(BaseModel):
+    """A job ``kimi_wait`` still waits for."""
+
+    job_id: str
+    status: JobStatus
+    progress: JobProgress | None = None
+    question: QuestionInfo | None = Field(
+        default=None,
+        description="status 'waiting': answer it with kimi_job(job_id, action='answer', answer=...)",
+    )
+    group: str | None = None
+
+
+class WaitResult(BaseModel):
+    """What ``kimi_wait`` gathered: the finished jobs' results and where the others stand."""
+
+    success: bool = True
+    until: Literal["any", "all"] = "any"
+    finished: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Each finished job's whole result as kimi_job returns it (the result budget shared among "
+        "them: what was cut is in each one's truncated)",
+    )
+    pending: list[PendingJob] = Field(default_factory=list, description="The jobs not finished yet")
+    timed_out: bool = Field(default=False, description="wait_s passed before the jobs were ready")
+    error: ErrorInfo | None = None
+    notes: list[str] = Field(default_factory=list)

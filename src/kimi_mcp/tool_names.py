@@ -20,6 +20,7 @@ TOOLS: dict[str, str] = {
     "kimi_continue": "jobs",
     "kimi_job": "jobs",
     "kimi_jobs": "jobs",
+    "kimi_wait": "wait",
     "kimi_steer": "control",
     "kimi_apply": "worktrees",
     "kimi_discard": "worktrees",

@@ -74,6 +74,19 @@ def fit_to_budget(result: TaskResult, limit: int) -> TaskResult:
     return result
 
 
+def split_budget(sizes: list[int], total: int) -> list[int]:
+    """Share ``total`` characters among results of ``sizes`` fairly: the smaller ones whole, what they
+    leave shared evenly among the larger ones (each cut to its share; at least 1: a positive budget is never
+    "no limit")."""
+    shares = [0] * len(sizes)
+    left = max(0, total)
+    for done, index in enumerate(sorted(range(len(sizes)), key=sizes.__getitem__)):
+        fair = left // (len(sizes) - done)
+        shares[index] = min(sizes[index], fair)
+        left -= shares[index]
+    return [max(1, share) for share in shares]
+
+
 def _cut_field(result: TaskResult, name: str, limit: int) -> None:
     value = getattr(result, name, None)
     if not isinstance(value, str) or not value:

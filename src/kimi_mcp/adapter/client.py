@@ -140,12 +140,17 @@ def error_result(exc: KimiMCPError, workspace: str = "", cls: type[TaskResult] =
 
 def to_tool_result(result: TaskResult, settings: Settings, redactor: Redactor | None = None) -> ToolResult:
     """The MCP reply: structured content plus the same JSON as text; secrets masked in every string."""
-    result = fit_to_budget(result.model_copy(deep=True), settings.max_result_chars)  # the job keeps it whole
+    result, payload = budgeted(result, settings.max_result_chars, redactor)
     links = _link_cuts(result)
-    payload = (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
     failed = result.error is not None
     text = mcp_types.TextContent(type="text", text=error_text(payload) if failed else result_json(payload))
     return ToolResult(content=[text, *links], structured_content=payload, is_error=failed)
+
+
+def budgeted(result: TaskResult, limit: int, redactor: Redactor | None = None) -> tuple[TaskResult, dict]:
+    """A copy of ``result`` cut to ``limit`` characters (the job keeps it whole), and its masked payload."""
+    result = fit_to_budget(result.model_copy(deep=True), limit)
+    return result, (redactor or Redactor()).mask_tree(result.model_dump(mode="json"))
 
 
 def _link_cuts(result: TaskResult) -> list[mcp_types.ResourceLink]:

@@ -149,10 +149,12 @@ class Call:
         isolation: Isolation = NOT_ISOLATED,
         tokens: TokenMeter | None = None,
         approvals: Literal["policy", "ask"] | None = None,
+        group: str | None = None,
     ) -> Job:
         """Start the job: ``tool``'s work as a :class:`JobSpec` (Kimi's turn with ``prompt``; ``session_id``:
         a follow-up in that conversation; ``model``: the call's model; ``isolation``: on an isolated copy of
-        the tree; ``tokens``: the meter its attempts share), handed to the server's executor."""
+        the tree; ``tokens``: the meter its attempts share; ``group``: the caller's group of jobs), handed to
+        the server's executor."""
         assert self.workspace is not None
         meter = tokens or self.meter()
         spec = JobSpec(
@@ -174,7 +176,7 @@ class Call:
             shown = {**shown, "isolation": "worktree", "verify_command": isolation.verify_command}
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
-            spec, cls=self.cls, scope=scope, arguments=_trimmed(shown), summary=summary
+            spec, cls=self.cls, scope=scope, arguments=_trimmed(shown), summary=summary, group=group
         )
 
     def meter(self, max_tokens: int | None = None) -> TokenMeter:
@@ -272,12 +274,14 @@ class RunOptions:
     setting), ``model`` (None: the default), ``max_tokens`` (the call's token limit, all its attempts
     together; None: the setting); a write call's ``approvals`` ("ask" forwards Kimi's approvals to the
     caller), ``isolation``, ``attempts`` (> 1 runs that many jobs at once, each on its own copy) and
-    ``verify_command``."""
+    ``verify_command``; ``group`` (the caller's name for a set of jobs: kimi_wait, kimi_jobs and cancel
+    take it)."""
 
     work_dir: str | None = None
     wait_s: float | None = None
     model: str | None = None
     max_tokens: int | None = None
+    group: str | None = None
     approvals: Literal["policy", "ask"] | None = None
     isolation: Literal["none", "worktree"] | None = None
     attempts: int = 1
@@ -330,6 +334,7 @@ async def run_tool(
                 isolation=how,
                 tokens=meter,
                 approvals=options.approvals,
+                group=options.group,
             )  # fmt: skip
             for _ in range(how.attempts)
         ]

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 3  # PRAGMA user_version; each migration steps it
+SCHEMA_VERSION = 4  # PRAGMA user_version; each migration steps it
 
 _TABLE = """
 CREATE TABLE jobs (
@@ -37,6 +37,7 @@ CREATE TABLE jobs (
     question TEXT,
     arguments TEXT NOT NULL,
     screen TEXT,
+    job_group TEXT,
     spec TEXT,
     result TEXT
 )"""
@@ -47,6 +48,7 @@ CREATE INDEX IF NOT EXISTS jobs_status ON jobs (status, started_at);
 CREATE INDEX IF NOT EXISTS jobs_workspace ON jobs (workspace, started_at);
 CREATE INDEX IF NOT EXISTS jobs_session ON jobs (session_id, started_at);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at);
+CREATE INDEX IF NOT EXISTS jobs_group ON jobs (job_group, started_at);
 -- What is sent to a running job (answers, messages) for its owner to take: across servers.
 CREATE TABLE IF NOT EXISTS control (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -78,6 +80,15 @@ SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at
     cancel_requested, progress, tokens, model, copy, question, arguments, screen, result
 FROM jobs_old
 """
+# Version 3 lacked the group (older jobs belong to none).
+_FROM_V3 = """
+INSERT INTO jobs (job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at,
+    summary, cancel_requested, progress, tokens, model, copy, question, arguments, screen, spec, result)
+SELECT job_id, tool, workspace, read_only, status, session_id, owner, started_at, finished_at, summary,
+    cancel_requested, progress, tokens, model, copy, question, arguments, screen, spec, result
+FROM jobs_old
+"""
+_MIGRATIONS = {1: _FROM_V1, 2: _FROM_V2, 3: _FROM_V3}  # the version a store has → how its rows move over
 
 
 class Database:
@@ -117,7 +128,7 @@ class Database:
                     self._conn.execute("ALTER TABLE jobs RENAME TO jobs_old")
                 self._conn.execute(_TABLE)
                 if exists:
-                    self._conn.execute(_FROM_V2 if version == 2 else _FROM_V1)
+                    self._conn.execute(_MIGRATIONS.get(version, _FROM_V1))
                     self._conn.execute("DROP TABLE jobs_old")  # its indexes go with it
                 for statement in _INDEXES.split(";"):
                     if statement.strip():

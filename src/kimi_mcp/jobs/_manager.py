@@ -51,6 +51,7 @@ class Job:
 
     def __init__(self, record: JobRecord, cls: type[TaskResult], scope: Scope) -> None:
         self.job_id, self.cls, self.workspace = record.job_id, cls, record.workspace
+        self.group = record.group
         self.started = time.monotonic()
         self.scope = scope
         self.cancel = scope.cancel  # set: the turn is interrupted (kimi_job cancel, MCP cancellation)
@@ -131,6 +132,7 @@ class Job:
             question=question,
             workspace=self.workspace,
             session_id=self.watch.session_id,
+            group=self.group,
             messages=[MessageInfo(**m.to_dict()) for m in self.scope.delivered],
             notes=[note],
         )
@@ -181,6 +183,8 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._stopping = False
         self._ticker: threading.Thread | None = None
+        #: one of this server's jobs ended, or started or stopped waiting on a question: what kimi_wait waits on
+        self.events = JobEvents()
 
     @property
     def store(self) -> JobStore:
@@ -228,9 +232,11 @@ class JobManager:
         scope: Scope,
         arguments: dict,
         summary: str,
+        group: str | None = None,
     ) -> Job:
         """Record a job and hand ``spec`` to the executor in the job's own thread; ``arguments``: what the
-        store shows of the call (secrets are masked here, in them and in the stored spec). A conversation
+        store shows of the call (secrets are masked here, in them and in the stored spec); ``group``: the
+        caller's group it belongs to. A conversation
         (``spec.session_id``) has one turn at a time: two Kimi processes on one conversation would split it."""
         session_id = spec.session_id
         if session_id is not None and any(j.watch.session_id == session_id for j in self.running_here()):
@@ -244,7 +250,7 @@ class JobManager:
         record = self.store.create(
             tool=spec.tool, workspace=spec.workspace, read_only=spec.read_only, arguments=self.mask(arguments),
             owner=self.owner, session_id=session_id, summary=summary[:200],
-            spec=self.mask({**spec.to_dict(), "executor": self.executor.name}),
+            spec=self.mask({**spec.to_dict(), "executor": self.executor.name}), group=group,
         )  # fmt: skip
         job = Job(record, cls, scope)
         job.watch.session_id = session_id
@@ -277,6 +283,7 @@ class JobManager:
         result.status = "interrupted" if self._stopping and not result.success else status_of(result)
         result.progress = None
         result.session_id = result.session_id or job.watch.session_id
+        result.group = job.group
         warn_daily(result, job.scope.tokens)
         with self._lock:
             if job.result is not None:  # recorded as interrupted at shutdown already
@@ -294,6 +301,7 @@ class JobManager:
             job.done.set()
             with self._lock:
                 self._jobs.pop(job.job_id, None)
+            self.events.notify()
 
     # -- the jobs of servers that died -------------------------------------------------------------------
     def settle_orphans(self) -> list[str]:
@@ -387,28 +395,9 @@ class JobManager:
                 used = None
             for job in jobs:
                 try:
-                    self._tick_job(job, used)
+                    _tick_job(job, self.store, used)
                 except Exception as exc:
                     log.debug("job %s: progress not recorded: %s", job.job_id, exc)
-
-    def _tick_job(self, job: Job, daily_used: int | None) -> None:
-        """Record one job's progress, tokens, question and screen; take what other servers sent it."""
-        scope, store = job.scope, self.store
-        progress = job.progress(files=False).model_dump(mode="json")
-        question = job.question
-        screen = scope.screen()
-        store.update(
-            job.job_id, status=job.status, progress=progress, session_id=job.watch.session_id,
-            tokens=scope.tokens_spent, question=None if question is None else question.model_dump(mode="json"),
-            screen=screen if screen != job.published_screen else None,
-        )  # fmt: skip
-        job.published_screen = screen
-        if daily_used is not None and scope.tokens.daily is not None:  # other jobs' tokens, as recorded
-            scope.tokens.daily_used = max(0, daily_used - scope.tokens.spent)
-        if store.cancel_requested(job.job_id):
-            job.cancel.set()
-        for kind, payload in store.take_sent(job.job_id):
-            deliver(job, kind, payload)
 
     def _record_now(self, job: Job) -> None:
         """What cannot wait for the ticker is in the store at once: a question asked or answered (kimi_jobs and
@@ -421,6 +410,7 @@ class JobManager:
             )  # fmt: skip
         except Exception as exc:
             log.debug("job %s: question or session not recorded: %s", job.job_id, exc)
+        self.events.notify()
 
     # -- what callers send a running job ---------------------------------------------------------------
     def send(self, job_id: str, kind: str, payload: dict) -> bool:
@@ -456,6 +446,52 @@ class JobManager:
             self.executor.close()
 
 
+class JobEvents:
+    """The events of a server's jobs that a join waits on (an end, a question asked or answered), counted: a
+    waiter notes the count (:attr:`generation`) before it looks at its jobs, then waits for a later one."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        with self._changed:
+            return self._generation
+
+    def wait_change(self, seen: int, timeout: float) -> int:
+        """Block until an event after ``seen`` (a :attr:`generation`) or ``timeout`` seconds; returns the
+        generation then."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation != seen, timeout=max(0.0, timeout))
+            return self._generation
+
+    def notify(self) -> None:
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
+
+
+def _tick_job(job: Job, store: JobStore, daily_used: int | None) -> None:
+    """Record one job's progress, tokens, question and screen; take what other servers sent it."""
+    scope = job.scope
+    progress = job.progress(files=False).model_dump(mode="json")
+    question = job.question
+    screen = scope.screen()
+    store.update(
+        job.job_id, status=job.status, progress=progress, session_id=job.watch.session_id,
+        tokens=scope.tokens_spent, question=None if question is None else question.model_dump(mode="json"),
+        screen=screen if screen != job.published_screen else None,
+    )  # fmt: skip
+    job.published_screen = screen
+    if daily_used is not None and scope.tokens.daily is not None:  # other jobs' tokens, as recorded
+        scope.tokens.daily_used = max(0, daily_used - scope.tokens.spent)
+    if store.cancel_requested(job.job_id):
+        job.cancel.set()
+    for kind, payload in store.take_sent(job.job_id):
+        deliver(job, kind, payload)
+
+
 def warn_daily(result: TaskResult, meter: TokenMeter) -> None:
     """The job whose tokens take the day past ``DAILY_WARNING`` of its budget says so on its own result
     (a job that started past it already carries the warning from its call)."""
@@ -475,7 +511,9 @@ def deliver(job: Job, kind: str, payload: dict) -> bool:
 def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:
     """A stored job as a result: the whole result once it is finished, else its last recorded progress."""
     if record.status in FINISHED and record.result is not None:
-        return cls.model_validate(record.result)
+        result = cls.model_validate(record.result)
+        result.group = result.group or record.group
+        return result
     progress = JobProgress.model_validate(record.progress) if record.progress else None
     if progress is not None:
         progress.elapsed_s = round(time.time() - record.started_at, 1)
@@ -486,5 +524,6 @@ def record_result(record: JobRecord, cls: type[TaskResult]) -> TaskResult:
         progress=progress,
         workspace=record.workspace,
         session_id=record.session_id,
+        group=record.group,
         notes=[f"Still {record.status} in another kimi-mcp server; kimi_job waits for it."],
     )

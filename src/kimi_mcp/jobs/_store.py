@@ -48,7 +48,7 @@ _HAVE_PROC = os.path.exists("/proc/self/stat")
 # Every column but the cancel flag, the screen and the result, in JobRecord's order.
 _COLUMNS = (
     "job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at, "
-    "summary, progress, tokens, model, copy, question"
+    "summary, progress, tokens, model, copy, question, job_group"
 )
 _REF_COLUMNS = "job_id, status, owner, session_id, copy, COALESCE(finished_at, started_at)"
 _NEWEST_FIRST = "ORDER BY started_at DESC, rowid DESC"
@@ -78,6 +78,7 @@ class JobRecord:
     model: str | None = None  # the model alias Kimi ran with
     copy: str | None = None  # its isolated copy (worktree.id), if any
     question: dict[str, Any] | None = None  # what it waits on (status "waiting")
+    group: str | None = None  # the caller's group of jobs (kimi_wait, kimi_jobs and cancel take it)
 
     @property
     def duration_s(self) -> float | None:
@@ -161,8 +162,10 @@ class JobStore(Database):
         session_id: str | None = None,
         summary: str = "",
         spec: dict[str, Any] | None = None,
+        group: str | None = None,
     ) -> JobRecord:
-        """Record a new, unfinished job and return it (``spec``: its work as data, ``JobSpec.to_dict()``)."""
+        """Record a new, unfinished job and return it (``spec``: its work as data, ``JobSpec.to_dict()``;
+        ``group``: the caller's group it belongs to)."""
         _check_status(status, UNFINISHED)
         record = JobRecord(
             job_id="job_" + secrets.token_hex(8),
@@ -179,6 +182,7 @@ class JobStore(Database):
             progress=None,
             result=None,
             cancel_requested=False,
+            group=group,
         )
         values = (*_row_values(record), None if spec is None else _dumps(spec))
         self._execute(
@@ -302,11 +306,15 @@ class JobStore(Database):
         limit: int = 20,
         status: str | None = None,
         workspace: str | None = None,
+        group: str | None = None,
         within: Sequence[str] = (),
     ) -> list[JobRecord]:
-        """The newest ``limit`` jobs, optionally of one status and/or workspace, and only in the folders
-        ``within`` (a client's roots) if any are given; ``result`` is None."""
+        """The newest ``limit`` jobs, optionally of one status, workspace and/or group, and only in the
+        folders ``within`` (a client's roots) if any are given; ``result`` is None."""
         where, params = [], []
+        if group is not None:
+            where.append("job_group = ?")
+            params.append(group)
         if status is not None:
             where.append("status = ?")
             params.append(status)
@@ -470,6 +478,7 @@ def _row_values(record: JobRecord) -> tuple[Any, ...]:
         record.model,
         record.copy,
         None if record.question is None else _dumps(record.question),
+        record.group,
     )
 
 
@@ -478,7 +487,7 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
     (job_id, tool, workspace, read_only, status, session_id, arguments, owner, started_at, finished_at) = row[
         :10
     ]
-    summary, progress, tokens, model, copy, question, cancel, result = row[10:]
+    summary, progress, tokens, model, copy, question, group, cancel, result = row[10:]
     return JobRecord(
         job_id=job_id,
         tool=tool,
@@ -498,6 +507,7 @@ def _record(row: tuple[Any, ...]) -> JobRecord:
         model=model,
         copy=copy,
         question=_loads(question),
+        group=group,
     )
 
 

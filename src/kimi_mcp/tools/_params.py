@@ -71,6 +71,15 @@ MaxTokens = Annotated[
         "Default: KIMI_MCP_MAX_TOKENS (unset: no limit)",
     ),
 ]
+GROUP_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+GroupArg = Annotated[
+    str | None,
+    Field(
+        pattern=GROUP_PATTERN,
+        description="A name for a set of jobs (1-100 characters of A-Za-z0-9._-): kimi_wait(group=...) waits "
+        "for them, kimi_jobs(group=...) lists them, kimi_job(action='cancel', group=...) cancels them",
+    ),
+]
 ApprovalsArg = Annotated[
     Literal["policy", "ask"] | None,
     Field(
@@ -87,7 +96,13 @@ IN_ONE_MESSAGE = (
 """Said of every text that goes into Kimi's message: the message limit is the one limit that applies."""
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
-READ_OPTIONS: dict[str, Any] = {"work_dir": WorkDir, "wait_s": WaitS, "model": Model, "max_tokens": MaxTokens}
+READ_OPTIONS: dict[str, Any] = {
+    "work_dir": WorkDir,
+    "wait_s": WaitS,
+    "model": Model,
+    "max_tokens": MaxTokens,
+    "group": GroupArg,
+}
 """The parameters every Kimi tool takes (name → its type), in the order its schema lists them."""
 WRITE_OPTIONS: dict[str, Any] = READ_OPTIONS | {
     "approvals": ApprovalsArg,

@@ -22,8 +22,9 @@ from ..jobs import FINISHED
 from ..message import MessageRules, check_size, prepare
 from ..models import TaskResult
 from ..scope import Delivery, SteerMode
+from ._lookups import check_scope, job_record
 from ._params import IN_ONE_MESSAGE, writes
-from .jobs import _failure, check_scope, job_record
+from .jobs import _failure
 
 MAX_MESSAGE_CHARS = 200_000  # a first bound; the message limit itself is KIMI_MCP_MAX_MESSAGE_TOKENS (_fits)
 DELIVERY: dict[SteerMode, Delivery] = {"steer": "in_turn", "queue": "next_turn", "interrupt": "next_turn"}

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from .. import prompts
 from ..adapter import questions as _questions
-from ..adapter.client import client_roots, error_result, in_roots, to_tool_result
+from ..adapter.client import client_roots, error_result, to_tool_result
 from ..adapter.isolation import Isolation, copy_of
 from ..adapter.pipeline import (
     Backend,
@@ -44,11 +44,14 @@ from ..models import (
 )
 from ..scope import Message
 from ..workspace import resolve_workspace
+from . import _groups
+from ._lookups import CANCEL_WAIT_S, UNKNOWN_HINT, check_scope, job_record
 from ._params import (
     IN_ONE_MESSAGE,
     MODEL_PATTERN,
     ApprovalsArg,
     Files,
+    GroupArg,
     MaxTokens,
     WaitS,
     reads,
@@ -56,9 +59,7 @@ from ._params import (
 )
 
 POLL_S = 0.5  # seconds between looks at the store while waiting for another server's job
-CANCEL_WAIT_S = 30.0  # how long `cancel` waits for another server to stop its job
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_UNKNOWN_HINT = "kimi_jobs lists recent jobs with their job_id and session_id."
 
 
 Answer = Annotated[
@@ -67,6 +68,13 @@ Answer = Annotated[
         description="action 'answer': the answer to the job's question: an option's label, a list of labels "
         "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
     ),
+]
+JobIdOrNone = Annotated[
+    str | None,
+    Field(description="The job_id a kimi tool returned (required but for a group's cancel)", max_length=100),
+]
+GroupToCancel = Annotated[
+    GroupArg, Field(description="action 'cancel' without job_id: cancel every unfinished job of this group")
 ]
 QuestionId = Annotated[
     str | None,
@@ -86,14 +94,16 @@ QuestionId = Annotated[
         "returns), else its progress; it returns at once with status 'waiting' and a question when Kimi asks "
         "one: action='answer' with answer= (an option's label, a list of labels if multi_select, or your own "
         "words) types it into Kimi, then waits like 'wait'; 'status' returns at once; 'cancel' interrupts Kimi "
-        "and returns the partial result (files already changed). Finished results survive a server restart."
+        "and returns the partial result (files already changed); 'cancel' with group= instead of job_id "
+        "cancels every unfinished job of that group and lists them in cancelled. Finished results survive a "
+        "server restart."
     ),
     annotations=writes("Kimi: job"),
     output_schema=TaskResult.model_json_schema(),
 )
 async def kimi_job(
     ctx: Context,
-    job_id: Annotated[str, Field(description="The job_id a kimi tool returned", max_length=100)],
+    job_id: JobIdOrNone = None,
     action: Annotated[
         Literal["wait", "status", "answer", "cancel"], Field(description="What to do")
     ] = "wait",
@@ -102,6 +112,7 @@ async def kimi_job(
     ] = 60.0,
     answer: Answer = None,
     question_id: QuestionId = None,
+    group: GroupToCancel = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     jobs = backend.jobs
@@ -110,6 +121,8 @@ async def kimi_job(
         if (resumed := _questions.resumed_job(ctx, jobs)) is not None:  # a form's answer (2026-07-28)
             job, answered = resumed
             return await Call(ctx, backend, job.cls).wait(job, wait_s, own=False, ask=answered)
+        if group is not None or job_id is None:
+            return await _groups.without_job_id(ctx, backend, job_id, action, group)
         record = await job_record(backend, job_id)
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
@@ -153,6 +166,7 @@ async def kimi_jobs(
         Field(description="Only jobs with this status"),
     ] = None,
     work_dir: Annotated[str | None, Field(description="Only jobs in this workspace")] = None,
+    group: Annotated[GroupArg, Field(description="Only the jobs of this group")] = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     workspace = str(Path(work_dir).expanduser().resolve()) if work_dir else None
@@ -163,10 +177,11 @@ async def kimi_jobs(
     def listing() -> list[JobRecord]:
         backend.check()
         store = jobs.store  # opening the store may fail: a structured error
-        records = store.list(limit=limit, status=status, workspace=workspace, within=roots)
+        query = {"limit": limit, "status": status, "workspace": workspace, "group": group, "within": roots}
+        records = store.list(**query)
         if any(jobs.orphaned(record) for record in records):
             jobs.settle_orphans()
-            records = store.list(limit=limit, status=status, workspace=workspace, within=roots)
+            records = store.list(**query)
         return records
 
     try:
@@ -210,6 +225,7 @@ async def kimi_continue(
     ] = None,
     max_tokens: MaxTokens = None,
     approvals: ApprovalsArg = None,
+    group: GroupArg = None,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
@@ -234,6 +250,7 @@ async def kimi_continue(
         job = call.submit(
             "kimi_continue", arguments, text, read_only=record.read_only, session_id=record.session_id,
             model=model, isolation=_isolation_of(record), tokens=call.meter(max_tokens), approvals=approvals,
+            group=group,
         )  # fmt: skip
     except KimiMCPError as exc:
         return call.fail(exc)
@@ -269,20 +286,6 @@ async def _queue(call: Call, record: JobRecord, queued: Message, wait_s: float |
 
 
 # -- lookups -------------------------------------------------------------------------------------------
-async def job_record(backend: Backend, job_id: str) -> JobRecord:
-    """The job, with an owner that died while it ran recorded as interrupted first."""
-    store = await anyio.to_thread.run_sync(lambda: backend.jobs.store)  # opening it may adopt jobs: not here
-    record = await anyio.to_thread.run_sync(store.get, job_id.strip())
-    if record is None:
-        raise BadInput(
-            f"unknown job_id {job_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)", suggestion=_UNKNOWN_HINT
-        )
-    if backend.jobs.orphaned(record):
-        await anyio.to_thread.run_sync(backend.jobs.settle_orphans)
-        record = await anyio.to_thread.run_sync(store.get, record.job_id) or record
-    return record
-
-
 async def _poll(
     ctx: Context, backend: Backend, job_id: str, wait_s: float, *, answered: bool = False
 ) -> JobRecord:
@@ -308,13 +311,13 @@ async def _session(backend: Backend, session_id: str) -> JobRecord:
     on it: it still runs)."""
     session_id = session_id.strip()
     if not _SESSION_ID.fullmatch(session_id):
-        raise BadInput(f"session_id {session_id!r} is not a Kimi session id", suggestion=_UNKNOWN_HINT)
+        raise BadInput(f"session_id {session_id!r} is not a Kimi session id", suggestion=UNKNOWN_HINT)
     jobs = backend.jobs
     record = await anyio.to_thread.run_sync(jobs.store.latest_for_session, session_id)
     if record is None:
         raise BadInput(
             f"unknown session_id {session_id!r} (or kept longer than KIMI_MCP_JOB_TTL_DAYS)",
-            suggestion=_UNKNOWN_HINT,
+            suggestion=UNKNOWN_HINT,
         )
     record = await job_record(backend, record.job_id)
     if record.status not in FINISHED:  # the follow-up is queued on it, also through the store
@@ -341,24 +344,11 @@ def _workspace_of(backend: Backend, record: JobRecord) -> Path:
     return resolve_workspace(record.workspace, [], None, allow_home=settings.allow_home_workspace)
 
 
-async def check_scope(ctx: Context, workspace: str) -> mcp_types.InputRequiredResult | None:
-    """A client that names its roots reaches only jobs in them (an HTTP server may serve several)."""
-    roots = await client_roots(ctx)
-    if isinstance(roots, mcp_types.InputRequiredResult):
-        return roots
-    if not in_roots(workspace, roots):
-        raise BadInput(
-            f"that job's workspace {workspace} is outside this client's roots",
-            suggestion="kimi_jobs(work_dir=...) lists the jobs of a workspace you work in.",
-        )
-    return None
-
-
 def _summary(record: JobRecord) -> JobSummary:
     started = datetime.fromtimestamp(record.started_at, UTC).isoformat(timespec="seconds")
     return JobSummary(
         job_id=record.job_id, tool=record.tool, workspace=record.workspace, status=record.status,  # type: ignore[arg-type]
-        started_at=started, duration_s=record.duration_s, session_id=record.session_id,
+        started_at=started, duration_s=record.duration_s, session_id=record.session_id, group=record.group,
         summary=record.summary,
     )  # fmt: skip
 

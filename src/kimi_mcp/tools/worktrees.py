@@ -21,8 +21,8 @@ from ..adapter.pipeline import Backend, current_backend
 from ..errors import BadInput, KimiMCPError
 from ..jobs import FINISHED, JobRecord
 from ..models import ApplyResult, ConflictInfo, ErrorInfo
+from ._lookups import check_scope, job_record
 from ._params import writes
-from .jobs import check_scope, job_record
 
 JobId = Annotated[
     str, Field(description="A worktree job's job_id (any turn of its conversation)", max_length=64)

@@ -623,6 +623,45 @@ def test_a_version_2_store_is_migrated_keeping_every_column_and_what_was_sent(db
         store.close()
 
 
+V3_SCHEMA = V2_SCHEMA.replace("screen TEXT, result TEXT", "screen TEXT, spec TEXT, result TEXT").replace(
+    "PRAGMA user_version = 2", "PRAGMA user_version = 3"
+)
+
+
+def test_a_version_3_store_is_migrated_its_jobs_in_no_group_and_new_jobs_listed_by_group(db: Path) -> None:
+    """A store of the release before groups: its rows keep every column (the spec too) and belong to no
+    group; the group column comes before the spec; jobs are listed by group."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.executescript(V3_SCHEMA)
+        conn.execute(
+            "INSERT INTO jobs VALUES ('job_c', 'kimi_prompt', '/w', 0, 'done', 'sid', '1:2', 10.0, 11.0, 's', 0, "
+            "NULL, 5, 'kimi-k2', NULL, NULL, '{}', NULL, '{\"tool\": \"kimi_prompt\"}', '{\"success\": true}')"
+        )
+    conn.close()
+    store = JobStore(db)
+    try:
+        old = store.get("job_c")
+        assert old is not None and old.group is None and old.result == {"success": True} and old.tokens == 5
+        assert store.spec("job_c") == {"tool": "kimi_prompt"}
+        columns = [row[1] for row in store._query("PRAGMA table_info(jobs)")]
+        assert columns[-3:] == ["job_group", "spec", "result"]
+        assert store._query("PRAGMA user_version") == [(SCHEMA_VERSION,)] and SCHEMA_VERSION == 4
+        one = store.create(
+            tool="kimi_prompt", workspace="/w", read_only=False, arguments={}, owner="1:2", group="g"
+        )
+        two = store.create(
+            tool="kimi_prompt", workspace="/w", read_only=False, arguments={}, owner="1:2", group="g"
+        )
+        store.create(
+            tool="kimi_prompt", workspace="/w", read_only=False, arguments={}, owner="1:2", group="h"
+        )
+        assert [r.job_id for r in store.list(group="g")] == [two.job_id, one.job_id]
+        assert store.get(one.job_id).group == "g" and len(store.list()) == 4  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
 def test_sent_answers_and_messages_are_taken_once_and_only_for_unfinished_jobs(db: Path) -> None:
     store = JobStore(db)
     try:

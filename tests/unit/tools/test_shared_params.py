@@ -49,6 +49,12 @@ SHARED: dict[str, dict[str, Any]] = {
         "attempts); past it Kimi is stopped and the result is error type 'budget' with the files changed so "
         "far. Default: KIMI_MCP_MAX_TOKENS (unset: no limit)",
     },
+    "group": {
+        "anyOf": [{"pattern": "^[A-Za-z0-9._-]{1,100}$", "type": "string"}, {"type": "null"}],
+        "default": None,
+        "description": "A name for a set of jobs (1-100 characters of A-Za-z0-9._-): kimi_wait(group=...) "
+        "waits for them, kimi_jobs(group=...) lists them, kimi_job(action='cancel', group=...) cancels them",
+    },
 }
 #: the write tools' shared parameters after those
 SHARED_WRITE: dict[str, dict[str, Any]] = {
@@ -143,13 +149,16 @@ def listed_schemas() -> dict[str, dict[str, Any]]:
     return asyncio.run(body())
 
 
-def stored_specs(tool: str) -> list[dict[str, Any]]:
+def stored_specs(tool: str, group: str | None = None) -> list[dict[str, Any]]:
+    """The specs of ``tool``'s jobs in the store (each of them in ``group``)."""
     store = JobStore(state_dir(Settings(), os.environ) / STORE_FILE)
     try:
-        specs = [store.spec(record.job_id) for record in store.list() if record.tool == tool]
+        records = [record for record in store.list() if record.tool == tool]
+        specs = [store.spec(record.job_id) for record in records]
     finally:
         store.close()
     assert all(spec is not None for spec in specs)
+    assert [record.group for record in records] == [group] * len(records)
     return specs  # type: ignore[return-value]
 
 
@@ -183,13 +192,13 @@ def call(gate: Gate, tool: str, arguments: dict[str, Any]) -> tuple[dict, dict]:
 @pytest.mark.parametrize("tool", list(OWN))
 def test_every_shared_value_reaches_the_calls_jobs(tool: str, repo: Path) -> None:
     writes = "approvals" in OWN[tool][2]
-    shared: dict[str, Any] = {"work_dir": str(repo), "model": "k2", "max_tokens": 900}
+    shared: dict[str, Any] = {"work_dir": str(repo), "model": "k2", "max_tokens": 900, "group": "team.a-1"}
     if writes:
         shared |= {"approvals": "ask", "isolation": "worktree", "attempts": 2, "verify_command": "true"}
     gate = Gate()
     first, _ = call(gate, tool, ARGUMENTS[tool] | shared)
-    assert first["success"] is True, first
-    specs = stored_specs(tool)
+    assert first["success"] is True and first["group"] == "team.a-1", first
+    specs = stored_specs(tool, "team.a-1")
     assert len(specs) == len(gate.requests) == (2 if writes else 1)  # attempts: one job each
     assert len(first.get("attempts") or [None]) == len(specs)
     for spec, request in zip(specs, gate.requests, strict=True):
