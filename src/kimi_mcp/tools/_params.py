@@ -71,6 +71,15 @@ MaxTokens = Annotated[
         "Default: KIMI_MCP_MAX_TOKENS (unset: no limit)",
     ),
 ]
+DryRun = Annotated[
+    bool,
+    Field(
+        description="true: start nothing and store nothing; the result's dry_run says what the call would do "
+        "(Kimi's message: its size and tokens, the files sent, the secret files redacted, what would be cut; "
+        "the workspace, model, isolation, where it runs, the token limit), usage.cost_usd its input's price "
+        "with KIMI_MCP_PRICES",
+    ),
+]
 ApprovalsArg = Annotated[
     Literal["policy", "ask"] | None,
     Field(
@@ -87,7 +96,13 @@ IN_ONE_MESSAGE = (
 """Said of every text that goes into Kimi's message: the message limit is the one limit that applies."""
 Files = Annotated[list[str], Field(description="Files relative to the workspace; their contents go to Kimi")]
 
-READ_OPTIONS: dict[str, Any] = {"work_dir": WorkDir, "wait_s": WaitS, "model": Model, "max_tokens": MaxTokens}
+READ_OPTIONS: dict[str, Any] = {
+    "work_dir": WorkDir,
+    "wait_s": WaitS,
+    "model": Model,
+    "max_tokens": MaxTokens,
+    "dry_run": DryRun,
+}
 """The parameters every Kimi tool takes (name → its type), in the order its schema lists them."""
 WRITE_OPTIONS: dict[str, Any] = READ_OPTIONS | {
     "approvals": ApprovalsArg,

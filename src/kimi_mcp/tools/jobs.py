@@ -20,6 +20,7 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from .. import prompts
+from ..adapter import dry_run as _dry_run
 from ..adapter import questions as _questions
 from ..adapter.client import client_roots, error_result, in_roots, to_tool_result
 from ..adapter.isolation import Isolation, copy_of
@@ -48,6 +49,7 @@ from ._params import (
     IN_ONE_MESSAGE,
     MODEL_PATTERN,
     ApprovalsArg,
+    DryRun,
     Files,
     MaxTokens,
     WaitS,
@@ -210,6 +212,7 @@ async def kimi_continue(
     ] = None,
     max_tokens: MaxTokens = None,
     approvals: ApprovalsArg = None,
+    dry_run: DryRun = False,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
@@ -224,6 +227,11 @@ async def kimi_continue(
             return scope
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
+        if dry_run:  # nothing starts, nothing is queued
+            how, meter = _isolation_of(record), call.meter(max_tokens)
+            return call.done(
+                _dry_run.preview(call, text, model=model or record.model, isolation=how, meter=meter)
+            )
         if record.status not in FINISHED:  # its turn still runs: this message is its next turn
             queued = _queued(record, text, model=model, max_tokens=max_tokens, approvals=approvals)
             return await _queue(call, record, queued, wait_s)
