@@ -188,18 +188,20 @@ def _sections(workspace: Path, args: list[str]) -> list[FileDiff]:
 
 
 def _file_diff(section: bytes) -> FileDiff:
+    """One file's section; a secret file's keeps only its counts (an untracked one is never read at all)."""
     text = section.decode("utf-8", "replace")
     head, _, _ = text.partition("\n@@")
     path, old = _section_paths(head)
-    if is_secret_path(path) or (old is not None and is_secret_path(old)):
-        return FileDiff(path=path, text="", secret=True)
     added = removed = 0
     for line in text.split("\n")[len(head.split("\n")) :]:
         if line.startswith("+"):
             added += 1
         elif line.startswith("-"):
             removed += 1
-    return FileDiff(path=path, text=text, insertions=added, deletions=removed)
+    secret = is_secret_path(path) or (old is not None and is_secret_path(old))
+    return FileDiff(
+        path=path, text="" if secret else text, insertions=added, deletions=removed, secret=secret
+    )
 
 
 def _section_paths(head: str) -> tuple[str, str | None]:

@@ -15,7 +15,7 @@ from mcp_types import INVALID_PARAMS
 
 pytestmark = pytest.mark.e2e
 
-READ_ONLY = {"kimi_analyze_code", "kimi_verify", "kimi_consult"}
+READ_ONLY = {"kimi_analyze_code", "kimi_verify", "kimi_consult", "kimi_review"}
 WRITE = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
 
 
