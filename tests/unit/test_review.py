@@ -206,3 +206,16 @@ def test_an_answer_that_does_not_parse_keeps_the_prose_as_summary(tmp_path: Path
     assert (result.parse_ok, result.verdict, result.summary, result.findings) == (
         False, None, "looks fine to me", [],
     )  # fmt: skip
+
+
+def test_a_repository_without_commits_reviews_against_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "fresh"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("a\n")
+    git(repo, "add", "a.txt")
+    (repo / "b.txt").write_text("b\n")
+    assert [f.path for f in review.review_diff(repo, "working_tree", MAX_BYTES).files] == ["a.txt", "b.txt"]
+    assert [f.path for f in review.review_diff(repo, "staged", MAX_BYTES).files] == ["a.txt"]
+    with pytest.raises(BadInput, match="unknown revision 'HEAD'"):
+        review.review_diff(repo, "HEAD", MAX_BYTES)
