@@ -90,7 +90,11 @@ def test_hostile_answers_steers_and_queued_follow_ups_arrive_whole_and_run_nothi
     texts = [m for r in fake.chat_requests() for m in user_messages(r["body"])]
     for tag in ("STEER-T", "QUEUED-T"):
         arrived = [t for t in texts if f"{tag}-END" in t]
-        assert arrived and all(seen(tag, canary, tab) in t for t in arrived), (tag, arrived[:1], done["notes"])
+        assert arrived and all(seen(tag, canary, tab) in t for t in arrived), (
+            tag,
+            arrived[:1],
+            done["notes"],
+        )
     assert sorted(m["mode"] for m in done["messages"]) == ["queue", "steer"], done["messages"]
     (clean,) = [r["body"] for r in fake.chat_requests() if "HOSTILE-B" in json.dumps(r["body"])]
     assert not any(tag in json.dumps(clean) for tag in ("ANSWER-T", "STEER-T", "QUEUED-T"))  # no leak
