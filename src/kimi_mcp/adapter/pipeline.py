@@ -161,7 +161,7 @@ class Call:
             tool=tool, prompt=prompt, workspace=str(self.workspace), read_only=read_only, arguments=arguments,
             session_id=session_id, model=model, isolation=isolation.mode, verify_command=isolation.verify_command,
             copy=isolation.copy, max_tokens=meter.max_tokens, approvals=approvals or self.settings.approvals,
-            sent=dict(self.sent),
+            sent=dict(self.sent), fix_rounds=isolation.fix_rounds,
         )  # fmt: skip
         scope = Scope(
             deadline=math.inf, redactor=self.redactor, tokens=meter,
@@ -174,6 +174,10 @@ class Call:
         shown = {**shown, "approvals": approvals} if approvals else shown
         if isolation.isolated:
             shown = {**shown, "isolation": "worktree", "verify_command": isolation.verify_command}
+        elif isolation.verify_command:
+            shown = {**shown, "verify_command": isolation.verify_command}
+        if isolation.fix_rounds:
+            shown = {**shown, "fix_rounds": isolation.fix_rounds}
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
             spec, cls=self.cls, scope=scope, arguments=_trimmed(shown), summary=summary, group=group
@@ -275,7 +279,7 @@ class RunOptions:
     together; None: the setting); a write call's ``approvals`` ("ask" forwards Kimi's approvals to the
     caller), ``isolation``, ``attempts`` (> 1 runs that many jobs at once, each on its own copy) and
     ``verify_command``; ``group`` (the caller's name for a set of jobs: kimi_wait, kimi_jobs and cancel
-    take it)."""
+    take it); ``fix_rounds`` (kimi_code_task, kimi_refactor, kimi_debug: more turns while the check fails)."""
 
     work_dir: str | None = None
     wait_s: float | None = None
@@ -286,6 +290,7 @@ class RunOptions:
     isolation: Literal["none", "worktree"] | None = None
     attempts: int = 1
     verify_command: str | None = None
+    fix_rounds: int = 0
 
 
 async def run_tool(
@@ -317,7 +322,13 @@ async def run_tool(
             check()
         how = NOT_ISOLATED  # a read-only call runs in place
         if not read_only:
-            how = isolation_for(backend.settings, options.isolation, options.attempts, options.verify_command)
+            how = isolation_for(
+                backend.settings,
+                options.isolation,
+                options.attempts,
+                options.verify_command,
+                options.fix_rounds,
+            )
         if isinstance(ws := await call.workspace_for(options.work_dir), mcp_types.InputRequiredResult):
             return ws
         if how.isolated:
