@@ -1,13 +1,14 @@
 """Fix until the checks pass (``verify_command``, ``fix_rounds``).
 
-A round is Kimi's turn (with the messages sent to the job meanwhile, typed as next turns first) and then the
-check: ``verify_command`` run in the run's workspace (the isolated copy, a worker's checkout, or the caller's
-workspace), with its own time limit (``KIMI_MCP_VERIFY_TIMEOUT``; the job's deadline stands still meanwhile,
-as it does while a question waits). While the check fails, the same conversation gets the command, its exit
-code and the end of its output (masked, at most :data:`TAIL` characters) as its next turn, until it passes,
-``fix_rounds`` fix turns were sent, the job's tokens (``max_tokens``, ``KIMI_MCP_DAILY_TOKENS``) are used
-up, or its deadline came. The run sends a fix turn like any queued message (``scope.prepare``: one inert
-input), so cancelling, steering, questions and the token limits work inside it.
+A round is Kimi's turn (with the messages sent to the job meanwhile, typed as next turns first; one sent while
+the check ran begins the next round, as a fix turn does) and then the check: ``verify_command`` run in the
+run's workspace (the isolated copy, a worker's checkout, or the caller's workspace), with its own time limit
+(``KIMI_MCP_VERIFY_TIMEOUT``; the job's deadline stands still meanwhile, as it does while a question waits).
+While the check fails, the same conversation gets the command, its exit code and the end of its output
+(masked, at most :data:`TAIL` characters) as its next turn, until it passes, ``fix_rounds`` fix turns were
+sent, the job's tokens (``max_tokens``, ``KIMI_MCP_DAILY_TOKENS``) are used up, or its deadline came. The run
+sends a fix turn like any queued message (``scope.prepare``: one inert input), so cancelling, steering,
+questions and the token limits work inside it.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ class FixLoop:
         self.verdict: VerifyOutcome | None = None
         self._started = time.monotonic()
         self._first_trace = 0  # the round's first turn among the run's traces
+        self._fixes_sent = 0
 
     def begin(self) -> None:
         """Round 0 (the first turn) begins now."""
@@ -99,20 +101,22 @@ class FixLoop:
             command=outcome.command, exit_code=outcome.exit_code, passed=outcome.passed,
             timed_out=outcome.timed_out, duration_s=outcome.duration_s, output_tail=tail,
         )  # fmt: skip
-        fixes_sent = len(self.rounds) - 1
-        reason = stop_reason(outcome.passed, fixes_sent, self.fix_rounds, self.scope)
+        self._first_trace, self._started = len(traces), time.monotonic()  # the next round, if any
+        reason = stop_reason(outcome.passed, self._fixes_sent, self.fix_rounds, self.scope)
         if reason is not None:
-            self._said(reason, fixes_sent)
+            self._said(reason)
             return None
-        self._first_trace, self._started = len(traces), time.monotonic()
         text = prompts.fix_prompt(self.command, outcome.exit_code, tail, self.timeout)
         try:
             text = self.scope.prepare(text)
         except KimiMCPError as exc:
             self.scope.note(f"no more fix rounds: the fix round could not be sent ({exc.message})")
             return None
+        self._fixes_sent += 1
         how = "timed out" if outcome.timed_out else f"exit code {outcome.exit_code}"
-        self.scope.progress(f"verify_command failed ({how}): fix round {fixes_sent + 1} of {self.fix_rounds}")
+        self.scope.progress(
+            f"verify_command failed ({how}): fix round {self._fixes_sent} of {self.fix_rounds}"
+        )
         return text
 
     def fill(self, result: TaskResult, *, failed: bool) -> None:
@@ -129,11 +133,11 @@ class FixLoop:
         finally:
             self.scope.resume()
 
-    def _said(self, reason: Stop, fixes_sent: int) -> None:
+    def _said(self, reason: Stop) -> None:
         """Why a failing check was not sent back to Kimi, in the notes (a pass, or no rounds asked: nothing)."""
         if reason == "passed" or self.fix_rounds == 0:
             return
         if reason == "rounds":
-            self.scope.note(f"verify_command still fails after {fixes_sent} fix round(s) (fix_rounds)")
+            self.scope.note(f"verify_command still fails after {self._fixes_sent} fix round(s) (fix_rounds)")
         else:
             self.scope.note(f"no more fix rounds: {_WHY[reason]}; verify_command still fails")

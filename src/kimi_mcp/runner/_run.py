@@ -350,12 +350,17 @@ def _hold_to(scope: Scope, follow: Message, approvals: Literal["policy", "ask"])
 # -- the messages sent to a running job, as next turns ---------------------------------------------------
 def _next_turn(run: TaskRun) -> tuple[Message, Callable[[], None] | None] | None:
     """The run's next turn and what to call once Kimi's log shows it: a message sent to the job, else (the
-    round's turns are over) a fix turn if the check fails (``_fix``); None: the run's turns are done."""
-    if (follow := _next_message(run.scope)) is not None:
-        run.progress(f"sending the {follow.mode} message as the next turn")
-        return follow, _delivered(run.scope, follow)
-    fix = run.fixes.check(run.traces)
-    return None if fix is None else (Message(fix, "queue"), None)
+    round's turns are over) a fix turn if the check fails (``_fix``), else a message sent while the check
+    ran; None: the run's turns are done."""
+    follow = _next_message(run.scope)
+    if follow is None:
+        if (fix := run.fixes.check(run.traces)) is not None:
+            return Message(fix, "queue"), None
+        follow = _next_message(run.scope)  # sent while the check ran
+    if follow is None:
+        return None
+    run.progress(f"sending the {follow.mode} message as the next turn")
+    return follow, _delivered(run.scope, follow)
 
 
 def _next_message(scope: Scope) -> Message | None:

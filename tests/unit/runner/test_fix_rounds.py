@@ -26,7 +26,8 @@ SECRET = "sk-fixround-0123456789abcdef"
 
 class Kimi:
     """A live session: each turn writes ``answers[n]`` into answer.txt, spends 100 tokens (recorded in the
-    run's meter as the real turn does) and calls ``during[n]`` if given (what it returns: the turn's error)."""
+    run's meter as the real turn does), shows the message arrived, and calls ``during[n]`` if given (what it
+    returns: the turn's error)."""
 
     def __init__(self, run: Callable[[], TaskRun], *answers: str, during: dict | None = None) -> None:
         self.run, self.answers, self.during = run, list(answers), during or {}
@@ -43,6 +44,8 @@ class Kimi:
         run = self.run()
         (run.request.workspace / "answer.txt").write_text(self.answers[number])
         run.scope.tokens.record(run.scope, number, 100)
+        if on_received is not None:  # Kimi's log shows the message arrived
+            on_received()
         trace = TurnTrace(
             begun=True, ended=True, steps=[[f"turn {number}"]], input_tokens=90, output_tokens=10
         )
@@ -82,7 +85,7 @@ def test_a_failing_check_goes_back_to_kimi_until_it_passes(tmp_path: Path) -> No
     assert result.verify is not None and result.verify.passed and result.verify.command == CHECK
     assert result.success and result.usage is not None and result.usage.input_tokens == 270
     assert not [n for n in result.notes if "fix round" in n]
-    assert result.messages == []  # a fix turn is no message of the caller's
+    assert result.messages == []  # a fix turn is no message of the caller's (none is listed as delivered)
 
 
 def test_the_rounds_stop_when_fix_rounds_are_spent(tmp_path: Path) -> None:
@@ -165,3 +168,21 @@ def test_the_output_tail_is_masked_then_cut() -> None:
     assert SECRET[-5:] in straddling[-TAIL:]  # cut first, the rest of the secret would show
     tail = masked_tail(straddling, redactor)
     assert len(tail) == TAIL and SECRET[-5:] not in tail and tail == "zz***" + "y" * (TAIL - 5)
+
+
+def test_a_message_sent_while_the_check_ran_is_the_next_round(tmp_path: Path) -> None:
+    run = fix_run(tmp_path, "42", "42", fix_rounds=1)
+    check = run.fixes._run
+
+    def message_meanwhile(command: str):
+        if not run.fixes.rounds:
+            run.scope.inbox.send(Message("and keep it", "queue"))
+        return check(command)
+
+    run.fixes._run = message_meanwhile  # type: ignore[method-assign]
+    run._turn("first")
+    assert run.session.sent == ["first", "and keep it"]  # type: ignore[union-attr]
+    result = run._report()
+    assert [(r.round, r.exit_code) for r in result.rounds] == [(0, 0), (1, 0)]
+    assert [(m.text, m.delivered) for m in result.messages] == [("and keep it", "next_turn")]
+    assert not [n for n in result.notes if "was not sent" in n]
