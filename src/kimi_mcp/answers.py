@@ -32,7 +32,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from .models import Finding, Suggestion
+from .models import Finding, ReviewFinding, Suggestion
 
 __all__ = [
     "MAX_CANDIDATES",
@@ -42,6 +42,7 @@ __all__ = [
     "DebugAnswer",
     "FileChange",
     "RefactorAnswer",
+    "ReviewAnswer",
     "VerifyAnswer",
     "extract_json",
     "iter_json_objects",
@@ -551,6 +552,74 @@ class ConsultAnswer(_Answer):
         default=None, description="how sure you are, from 0 to 1"
     )
     evidence: TextList = Field(default_factory=list, description="file:line or fact you checked")
+
+
+_REVIEW_SEVERITIES = {
+    **dict.fromkeys(("critical", "blocker", "blocking", "severe"), "critical"),
+    **dict.fromkeys(("major", "high", "error", "important", "serious"), "major"),
+    **dict.fromkeys(("minor", "medium", "moderate", "warning", "low"), "minor"),
+    **dict.fromkeys(("nit", "nitpick", "trivial", "info", "informational", "style", "suggestion"), "nit"),
+}
+
+
+def _review_findings(value: Any) -> list[ReviewFinding]:
+    """Review findings: each with a file (a finding without one is not kept); severity words mapped to
+    critical / major / minor / nit (unknown or missing: minor)."""
+    result = []
+    for item in _as_items(value):
+        if not isinstance(item, dict):
+            continue
+        file, line = _file_and_line(item)
+        title = _text(_pick(item, "title", "summary", "name", "issue"))
+        detail = _text(_pick(item, "detail", "details", "description", "message", "explanation"))
+        if not file or not (title or detail):
+            continue
+        word = _text(_pick(item, "severity", "priority", "level")).lower()
+        result.append(
+            ReviewFinding(
+                file=file,
+                line=line,
+                severity=_REVIEW_SEVERITIES.get(word, "minor"),
+                title=title,  # type: ignore[arg-type]
+                detail=detail,
+                suggestion=_text(_pick(item, "suggestion", "fix", "recommendation")),
+            )  # fmt: skip
+        )
+    return result
+
+
+_REVIEW_VERDICTS = {
+    **dict.fromkeys(("approve", "approved", "lgtm", "accept", "accepted", "pass"), "approve"),
+    **dict.fromkeys(
+        ("request_changes", "changes_requested", "reject", "rejected", "needs_work"), "request_changes"
+    ),
+    **dict.fromkeys(("comment", "commented", "neutral"), "comment"),
+}
+
+
+def _review_verdict(value: Any) -> str:
+    word = "_".join(value.strip().lower().replace("-", " ").split()) if isinstance(value, str) else ""
+    if word not in _REVIEW_VERDICTS:
+        raise ValueError(f"verdict must be approve, request_changes or comment, not {value!r}")
+    return _REVIEW_VERDICTS[word]
+
+
+class ReviewAnswer(_Answer):
+    main_field: ClassVar[str] = "verdict"
+    field_hints: ClassVar[dict[str, str]] = {
+        "findings.file": "a file of the diff, path relative to the workspace",
+        "findings.line": "1-based line number in the file's new version",
+        "findings.severity": "how serious: critical blocks the merge, nit is cosmetic",
+        "findings.title": "short name of the problem",
+        "findings.detail": "what is wrong and why it matters",
+        "findings.suggestion": "what to do instead",
+    }
+
+    verdict: Annotated[Literal["approve", "request_changes", "comment"], BeforeValidator(_review_verdict)] = (
+        Field(description="approve: fine to merge; request_changes: must be fixed first; comment: neither")
+    )
+    summary: Text = Field(default="", description="your overall assessment of the change, in a few sentences")
+    findings: Annotated[list[ReviewFinding], BeforeValidator(_review_findings)] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------ entry points

@@ -24,10 +24,14 @@ from .models import (
     DebugResult,
     Evidence,
     RefactorResult,
+    ReviewedInfo,
+    ReviewResult,
     StructuredResult,
     TaskResult,
+    TruncatedItem,
     VerifyResult,
 )
+from .review import workspace_path
 
 R = TypeVar("R", bound=TaskResult)
 
@@ -129,12 +133,39 @@ def debugged(spec: JobSpec, base: TaskResult, where: Path, settings: Settings) -
     return result
 
 
+def reviewed(spec: JobSpec, base: TaskResult, where: Path, _settings: Settings) -> TaskResult:
+    """kimi_review: Kimi's findings on files of the reviewed diff (``arguments["diff_files"]``; others are
+    dropped and said in the notes), the range reviewed and what was left out of the message."""
+    result, parsed = structured(ReviewResult, base, answers.ReviewAnswer)
+    arguments = spec.arguments
+    result.reviewed = ReviewedInfo(**arguments["reviewed"])
+    result.truncated += [TruncatedItem(**item) for item in arguments.get("left_out", [])]
+    if parsed is None:
+        result.summary = base.output
+        return result
+    in_diff = set(arguments.get("diff_files", []))
+    dropped = []
+    for finding in parsed.findings:
+        path = workspace_path(where, finding.file)
+        if path in in_diff:
+            result.findings.append(finding.model_copy(update={"file": path}))
+        else:
+            dropped.append(f"{finding.file}: {finding.title or finding.detail[:80]}")
+    if dropped:
+        result.notes.append(
+            f"{len(dropped)} finding(s) on files outside the reviewed diff dropped: " + "; ".join(dropped)
+        )
+    result.verdict, result.summary = parsed.verdict, parsed.summary
+    return result
+
+
 FINISHERS: dict[str, Finisher] = {
     "kimi_analyze_code": analyzed,
     "kimi_verify": verified,
     "kimi_consult": consulted,
     "kimi_refactor": refactored,
     "kimi_debug": debugged,
+    "kimi_review": reviewed,
 }
 
 
@@ -144,6 +175,7 @@ RESULT_CLASSES: dict[str, type[TaskResult]] = {
     "kimi_consult": ConsultResult,
     "kimi_refactor": RefactorResult,
     "kimi_debug": DebugResult,
+    "kimi_review": ReviewResult,
 }
 
 

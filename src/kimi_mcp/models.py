@@ -33,7 +33,7 @@ class TruncatedItem(BaseModel):
     """Something left out of the result to stay within the size budgets."""
 
     path: str = Field(description="File (relative to the workspace) or result field that was cut")
-    reason: Literal["file_too_large", "total_budget", "result_budget"]
+    reason: Literal["file_too_large", "total_budget", "result_budget", "message_limit"]
     size_bytes: int = Field(description="Full size on disk (or of the field)")
     returned_chars: int = Field(description="How many characters were returned (0 = none)")
     uri: str | None = Field(
@@ -166,6 +166,29 @@ class AttemptSummary(BaseModel):
     error: str | None = None
 
 
+class DryRunInfo(BaseModel):
+    """What a call would do (``dry_run=true``): its prompt, computed as the real call computes it."""
+
+    prompt_chars: int = Field(description="Characters of Kimi's message")
+    prompt_tokens: int = Field(description="Tokens of Kimi's message, as Kimi estimates them")
+    files_sent: list[str] = Field(default_factory=list, description="Files whose contents go to Kimi")
+    redacted: list[str] = Field(
+        default_factory=list, description="Secret files among them: named, their contents never read"
+    )
+    truncated: list[TruncatedItem] = Field(
+        default_factory=list, description="What would be left out of the message (kimi_review: by file)"
+    )
+    workspace: str
+    model: str | None = Field(
+        default=None, description="The call's model, else KIMI_MCP_MODEL; null: Kimi's default model"
+    )
+    isolation: Literal["none", "worktree"] = "none"
+    runs_on: Literal["local", "worker"] = Field(
+        default="local", description="worker: a kimi-mcp worker would run it (KIMI_MCP_BROKER)"
+    )
+    max_tokens: int | None = Field(default=None, description="The job's token limit; null: none")
+
+
 class TaskResult(BaseModel):
     """What Kimi said and every file it created, changed or deleted."""
 
@@ -253,6 +276,9 @@ class TaskResult(BaseModel):
     notes: list[str] = Field(
         default_factory=list, description="What the caller should know about this result that is not an error"
     )
+    dry_run: DryRunInfo | None = Field(
+        default=None, description="dry_run=true: what the call would do; nothing started, nothing stored"
+    )
 
 
 class StructuredResult(TaskResult):
@@ -323,6 +349,36 @@ class ConsultResult(StructuredResult):
     assumptions: list[str] = Field(default_factory=list)
     alternatives: list[str] = Field(default_factory=list)
     confidence: float | None = Field(default=None, ge=0, le=1)
+
+
+class ReviewFinding(BaseModel):
+    file: str = Field(description="A file of the reviewed diff, relative to the workspace")
+    line: int | None = Field(default=None, description="1-based line in the file's new version")
+    severity: Literal["critical", "major", "minor", "nit"] = "minor"
+    title: str = ""
+    detail: str = ""
+    suggestion: str = ""
+
+
+class ReviewedInfo(BaseModel):
+    """The git range kimi_review reviewed."""
+
+    range: str
+    commits: int = Field(default=0, description="Commits in the range (0: working_tree, staged)")
+    files: int = 0
+    insertions: int = 0
+    deletions: int = 0
+
+
+class ReviewResult(StructuredResult):
+    findings: list[ReviewFinding] = Field(
+        default_factory=list, description="Each on a file of the reviewed diff, most serious first"
+    )
+    verdict: Literal["approve", "request_changes", "comment"] | None = Field(
+        default=None, description="null: Kimi's answer did not parse (see raw_response_preview)"
+    )
+    summary: str = ""
+    reviewed: ReviewedInfo | None = None
 
 
 class ConflictInfo(BaseModel):

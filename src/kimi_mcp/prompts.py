@@ -14,7 +14,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 
-from .answers import AnalysisAnswer, ConsultAnswer, DebugAnswer, RefactorAnswer, VerifyAnswer
+from .answers import AnalysisAnswer, ConsultAnswer, DebugAnswer, RefactorAnswer, ReviewAnswer, VerifyAnswer
 from .workspace import ContextFile
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "fix_prompt",
     "free_prompt",
     "refactor_prompt",
+    "review_prompt",
     "verify_prompt",
 ]
 
@@ -455,3 +456,44 @@ def consult_prompt(
         lines += ["", "Message:"]
     lines.append(message.strip())
     return "\n".join(lines) + "\n" + _answer_format(ConsultAnswer)
+
+
+_REVIEWED = {"working_tree": "the uncommitted changes of the working tree (untracked files included)",
+             "staged": "the staged changes (the index against HEAD)"}  # fmt: skip
+
+
+def review_prompt(
+    range_: str,
+    subjects: list[str],
+    diff: str,
+    focus: str | None,
+    *,
+    not_shown: list[str] | None = None,
+    withheld: list[str] | None = None,
+) -> str:
+    """kimi_review (read-only): review a git range's ``diff``; answer with a :class:`ReviewAnswer`.
+    ``not_shown``: changed files whose diff did not fit in the message; ``withheld``: secret files."""
+    what = _REVIEWED.get(range_, f"the git range {range_}")
+    lines = [f"Review {what} as a senior engineer: the diff is below, paths relative to the workspace."]
+    if subjects:
+        lines += ["", "Commits in the range (newest first):", *subjects]
+    lines += _section("Focus in particular on:", focus)
+    lines += [
+        "",
+        READ_ONLY_NOTICE,
+        "",
+        "Look for bugs, security problems, missing error handling and edge cases, missing tests and unclear "
+        "code in what changed; read the files in the workspace when the diff alone is not enough. Report only "
+        "problems in the files of the diff, each with its file, the 1-based line number in the file's new "
+        "version, a severity (critical, major, minor or nit), a title, the detail and a suggestion; most "
+        "serious first. Verdict: request_changes if anything critical or major must be fixed first, approve if "
+        "nothing needs fixing, comment otherwise.",
+    ]
+    if not_shown:
+        lines += ["", "Also changed, their diff not shown (too large for one message; read them if needed):"]
+        lines += [f"- {path}" for path in not_shown]
+    if withheld:
+        lines += ["", "Also changed, secret files (contents withheld; do not read them):"]
+        lines += [f"- {path}" for path in withheld]
+    lines += ["", "The diff:", _fenced(diff.rstrip("\n")) if diff.strip() else "(no diff shown)"]
+    return "\n".join(lines) + "\n" + _answer_format(ReviewAnswer)

@@ -17,6 +17,7 @@ TOOLS: dict[str, str] = {
     "kimi_analyze_code": "read",
     "kimi_verify": "read",
     "kimi_consult": "read",
+    "kimi_review": "review",
     "kimi_continue": "jobs",
     "kimi_job": "jobs",
     "kimi_jobs": "jobs",

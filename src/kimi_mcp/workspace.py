@@ -116,10 +116,16 @@ def safe_relative(workspace: Path, raw: str) -> str:
 
 
 def read_context_files(
-    workspace: Path, paths: list[str], max_bytes: int, argument: str = "context_files"
+    workspace: Path,
+    paths: list[str],
+    max_bytes: int,
+    argument: str = "context_files",
+    *,
+    redacted: list[str] | None = None,
 ) -> list[ContextFile]:
     """Read the files a caller wants Kimi to see. Every problem is reported at once, clearly, naming the
-    ``argument`` the caller passed them in."""
+    ``argument`` the caller passed them in. A secret file is never read: a problem, or with ``redacted``
+    given, named there and left out."""
     files: list[ContextFile] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -134,6 +140,9 @@ def read_context_files(
         seen.add(rel)
         full = workspace / rel
         real_rel = Path(os.path.relpath(os.path.realpath(full), os.path.realpath(workspace))).as_posix()
+        if (is_secret_path(rel) or is_secret_path(real_rel)) and redacted is not None:
+            redacted.append(rel)
+            continue
         if is_secret_path(rel) or is_secret_path(real_rel):
             problems.append(f"{rel} looks like a secret (keys, .env, credentials) and is never sent to Kimi")
             continue

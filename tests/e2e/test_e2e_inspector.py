@@ -30,7 +30,7 @@ def test_tools_list_strict_has_zero_findings(inspector, legacy_env: dict, worksp
     assert done.returncode == 0, done.stderr[-2000:]  # --strict exits 6 on any finding
     names = {tool["name"] for tool in json.loads(done.stdout)["result"]["tools"]}
     assert {"kimi_code_task", "kimi_continue", "kimi_job", "kimi_jobs", "kimi_status", "kimi_apply"} <= names
-    assert len(names) == 15
+    assert len(names) == 16
 
 
 def test_a_call_with_the_servers_variables_passed_by_e(

@@ -15,7 +15,7 @@ from mcp_types import INVALID_PARAMS
 
 pytestmark = pytest.mark.e2e
 
-READ_ONLY = {"kimi_analyze_code", "kimi_verify", "kimi_consult"}
+READ_ONLY = {"kimi_analyze_code", "kimi_verify", "kimi_consult", "kimi_review"}
 WRITE = {"kimi_code_task", "kimi_prompt", "kimi_refactor", "kimi_debug"}
 
 
@@ -72,9 +72,10 @@ def test_tools_are_listed_with_annotations_and_schemas(legacy_env: dict, workspa
         "kimi_status",
         "kimi_apply",
         "kimi_discard",
+        "kimi_wait",
     }
     assert set(tools) == READ_ONLY | WRITE | others
-    for name in READ_ONLY | {"kimi_jobs", "kimi_status"}:
+    for name in READ_ONLY | {"kimi_jobs", "kimi_status", "kimi_wait"}:
         assert tools[name].annotations.read_only_hint is True, name
         assert tools[name].annotations.destructive_hint is False, name
     for name in WRITE | {"kimi_job", "kimi_continue", "kimi_apply", "kimi_discard"}:  # cancel; may write

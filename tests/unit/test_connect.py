@@ -91,7 +91,7 @@ def test_the_second_start_answers_the_handshake_from_its_record_as_the_first_did
     second = session(env, tmp_path)
     assert second.answers[1]["result"] == first.answers[1]["result"]
     assert second.answers[2]["result"] == first.answers[2]["result"]
-    assert len(second.answers[2]["result"]["tools"]) == 15
+    assert len(second.answers[2]["result"]["tools"]) == 16
     assert sorted(m["id"] for m in second.out if "id" in m) == [1, 2, 3]  # the server's own answers dropped
     assert second.answers[3]["result"]["structuredContent"]["success"] is True  # the server got everything
     assert records(env) == [record] and "Traceback" not in second.stderr
@@ -109,7 +109,7 @@ def test_a_changed_tool_setting_is_a_new_record_and_a_wrong_record_is_corrected(
     stale = session(env, tmp_path)
     assert len(stale.answers[2]["result"]["tools"]) == 1  # answered from the record ...
     fixed = session(env, tmp_path)
-    assert len(fixed.answers[2]["result"]["tools"]) == 15  # ... which the server's own answer corrected
+    assert len(fixed.answers[2]["result"]["tools"]) == 16  # ... which the server's own answer corrected
 
 
 def spoil_the_tool_lists(env: dict[str, str]) -> None:
@@ -123,7 +123,7 @@ def spoil_the_tool_lists(env: dict[str, str]) -> None:
 
 def test_turned_off_it_records_nothing(env: dict[str, str], tmp_path: Path) -> None:
     answers = session({**env, "KIMI_MCP_FAST_CONNECT": "false"}, tmp_path).answers
-    assert len(answers[2]["result"]["tools"]) == 15 and records(env) == []
+    assert len(answers[2]["result"]["tools"]) == 16 and records(env) == []
 
 
 @pytest.mark.parametrize("where", ["KIMI_MCP_ENV_FILE", "beside the config file"])
@@ -140,13 +140,13 @@ def test_turned_off_in_the_env_file_it_records_nothing(
             Path(env["XDG_CONFIG_HOME"]) / "kimi-mcp" / ".env", "export KIMI_MCP_FAST_CONNECT='off'  # slow\n"
         )
     answers = session(env, tmp_path).answers
-    assert len(answers[2]["result"]["tools"]) == 15 and records(env) == []
+    assert len(answers[2]["result"]["tools"]) == 16 and records(env) == []
 
 
 def test_the_tool_set_of_the_env_file_and_of_the_config_file_it_names_is_served(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    assert len(session(env, tmp_path).answers[2]["result"]["tools"]) == 15  # recorded: every tool
+    assert len(session(env, tmp_path).answers[2]["result"]["tools"]) == 16  # recorded: every tool
     dot_env = write(tmp_path / "server.env", 'KIMI_MCP_TOOLS="kimi_status,kimi_jobs"\n')
     assert names(session({**env, "KIMI_MCP_ENV_FILE": str(dot_env)}, tmp_path).answers[2]) == [
         "kimi_jobs", "kimi_status",
@@ -209,7 +209,7 @@ def test_a_stale_list_served_is_followed_by_list_changed_and_the_servers_own_lis
             await asyncio.wait_for(changed.wait(), timeout=120)
             return served, len(await client.list_tools())
 
-    assert asyncio.run(body()) == (1, 15)
+    assert asyncio.run(body()) == (1, 16)
 
 
 def client_transport(env: dict[str, str], cwd: Path) -> StdioTransport:
@@ -230,10 +230,10 @@ def test_a_start_that_fails_after_the_recorded_handshake_answers_with_the_reason
     logs.mkdir()
     env = {**env, "KIMI_MCP_LOG_FILE": str(logs / "server.log")}
     session(env, tmp_path)  # recorded: the 2025-11-25 handshake ...
-    assert asyncio.run(list_tools(env, tmp_path)) == 15  # ... and the 2026-07-28 one (a real MCP client's)
+    assert asyncio.run(list_tools(env, tmp_path)) == 16  # ... and the 2026-07-28 one (a real MCP client's)
     shutil.rmtree(logs)
     failed = session(env, tmp_path)
-    assert len(failed.answers[2]["result"]["tools"]) == 15  # from the record
+    assert len(failed.answers[2]["result"]["tools"]) == 16  # from the record
     error = failed.answers[3]["error"]
     assert "kimi-mcp could not start" in error["message"] and "server.log" in error["message"]
     assert error["data"]["type"] == "filesystem" and error["data"]["retryable"] is False
@@ -242,7 +242,7 @@ def test_a_start_that_fails_after_the_recorded_handshake_answers_with_the_reason
 
     async def body() -> list[str]:
         async with Client(client_transport(env, tmp_path)) as client:
-            assert len(await client.list_tools()) == 15
+            assert len(await client.list_tools()) == 16
             said = []
             for _ in range(2):  # every call, not just the first: the client is still connected
                 with pytest.raises(MCPError) as refused:

@@ -374,6 +374,21 @@ def test_read_context_files_refuses_secret_files(ws: Path, name: str) -> None:
     assert "TOPSECRET-abc" not in info.value.message
 
 
+def test_read_context_files_redacts_secret_files_when_asked_and_never_reads_them(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "a.py").write_text("x = 1\n", encoding="utf-8")
+    (ws / ".env").write_text("TOPSECRET-abc", encoding="utf-8")
+    (ws / "alias.txt").symlink_to(ws / ".env")
+    read: list[str] = []
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or original(self))
+    redacted: list[str] = []
+    files = read_context_files(ws, [".env", "a.py", "alias.txt"], max_bytes=1000, redacted=redacted)
+    assert files == [ContextFile("a.py", "x = 1\n")] and redacted == [".env", "alias.txt"]
+    assert read == ["a.py"]
+
+
 def test_read_context_files_env_example_is_allowed(ws: Path) -> None:
     (ws / ".env.example").write_text("KEY=\n", encoding="utf-8")
     assert read_context_files(ws, [".env.example"], max_bytes=1000) == [ContextFile(".env.example", "KEY=\n")]

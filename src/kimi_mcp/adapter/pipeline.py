@@ -27,12 +27,12 @@ from ..finish import result_class
 from ..jobs import DAY_S, STORE_FILE, Job, JobManager, JobRecord, JobSpec, record_result
 from ..jobs.prune import forget_sessions
 from ..lazy_runner import LazyRunner
-from ..models import GOING, TaskResult
+from ..models import GOING, TaskResult, TruncatedItem
 from ..remote import Remote
 from ..scope import DAILY_WARNING, Scope, TokenMeter, daily_warning
 from ..secrets import Redactor, configured_secrets
 from ..workspace import ContextFile, read_context_files, resolve_workspace
-from . import questions
+from . import dry_run, questions
 from .client import client_roots, error_result, to_tool_result, wait_for_job
 from .isolation import Isolation, check_repository, isolation_for, ranked, summary
 from .submitted import SUBMITTED
@@ -119,6 +119,12 @@ class Call:
         self.redactor = Redactor()  # the run adds what it finds; done() masks the whole result with it
         self.warnings: list[str] = []  # said in the notes of every job the call starts
         self.sent: dict[str, str] = {}  # files the caller sent whose "after" the tool diffs (JobSpec.sent)
+        self.files_sent: list[
+            str
+        ] = []  # every file whose contents went into the prompt (a dry run names them)
+        self.redacted: list[str] = []  # secret files among the caller's: named, never read
+        self.left_out: list[TruncatedItem] = []  # what the prompt left out (kimi_review: files of its diff)
+        self.preview: dict[str, Any] = {}  # result fields a dry run shows besides dry_run (kimi_review's)
         log.debug("%s: call received", cls.__name__)
 
     async def workspace_for(self, work_dir: str | None) -> Path | mcp_types.InputRequiredResult:
@@ -135,7 +141,17 @@ class Call:
         if required and not paths:
             raise BadInput(f"{argument}: at least one file path is required")
         assert self.workspace is not None
-        return read_context_files(self.workspace, list(paths), self.settings.max_context_bytes, argument)
+        redacted: list[str] = []
+        files = read_context_files(
+            self.workspace, list(paths), self.settings.max_context_bytes, argument, redacted=redacted
+        )
+        if redacted:
+            self.redacted += redacted
+            self.warnings.append(f"{argument}: not sent to Kimi, secret files: {', '.join(redacted)}")
+        if required and not files:
+            raise BadInput(f"{argument}: every file given looks like a secret and none is sent to Kimi")
+        self.files_sent += [f.path for f in files]
+        return files
 
     def submit(
         self,
@@ -279,7 +295,8 @@ class RunOptions:
     together; None: the setting); a write call's ``approvals`` ("ask" forwards Kimi's approvals to the
     caller), ``isolation``, ``attempts`` (> 1 runs that many jobs at once, each on its own copy) and
     ``verify_command``; ``group`` (the caller's name for a set of jobs: kimi_wait, kimi_jobs and cancel
-    take it); ``fix_rounds`` (kimi_code_task, kimi_refactor, kimi_debug: more turns while the check fails)."""
+    take it); ``dry_run`` (start nothing: the result says what the call would do); ``fix_rounds``
+    (kimi_code_task, kimi_refactor, kimi_debug: more turns while the check fails)."""
 
     work_dir: str | None = None
     wait_s: float | None = None
@@ -290,6 +307,7 @@ class RunOptions:
     isolation: Literal["none", "worktree"] | None = None
     attempts: int = 1
     verify_command: str | None = None
+    dry_run: bool = False
     fix_rounds: int = 0
 
 
@@ -320,21 +338,15 @@ async def run_tool(
             return await call.wait(job, options.wait_s, ask=answered)
         if check is not None:
             check()
-        how = NOT_ISOLATED  # a read-only call runs in place
-        if not read_only:
-            how = isolation_for(
-                backend.settings,
-                options.isolation,
-                options.attempts,
-                options.verify_command,
-                options.fix_rounds,
-            )
+        how = NOT_ISOLATED if read_only else isolation_of(backend.settings, options)  # read-only: in place
         if isinstance(ws := await call.workspace_for(options.work_dir), mcp_types.InputRequiredResult):
             return ws
         if how.isolated:
             await anyio.to_thread.run_sync(check_repository, ws, backend.state_dir)
-        text = prompt(call, ws)
+        text = await anyio.to_thread.run_sync(prompt, call, ws)  # it reads files, kimi_review runs git
         meter = call.meter(options.max_tokens)  # one for every attempt
+        if options.dry_run:  # nothing starts: no job, no Kimi, no copy
+            return call.done(dry_run.preview(call, text, model=options.model, isolation=how, meter=meter))
         jobs = [
             call.submit(
                 tool,
@@ -352,6 +364,13 @@ async def run_tool(
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.reply(jobs, options.wait_s)
+
+
+def isolation_of(settings: Settings, options: RunOptions) -> Isolation:
+    """A write call's isolation, attempts, verify command and fix rounds, checked (``isolation_for``)."""
+    return isolation_for(
+        settings, options.isolation, options.attempts, options.verify_command, options.fix_rounds
+    )
 
 
 def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:

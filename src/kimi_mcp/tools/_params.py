@@ -91,6 +91,15 @@ GroupArg = Annotated[
         "for them, kimi_jobs(group=...) lists them, kimi_job(action='cancel', group=...) cancels them",
     ),
 ]
+DryRun = Annotated[
+    bool,
+    Field(
+        description="true: start nothing and store nothing; the result's dry_run says what the call would do "
+        "(Kimi's message: its size and tokens, the files sent, the secret files redacted, what would be cut; "
+        "the workspace, model, isolation, where it runs, the token limit), usage.cost_usd its input's price "
+        "with KIMI_MCP_PRICES",
+    ),
+]
 ApprovalsArg = Annotated[
     Literal["policy", "ask"] | None,
     Field(
@@ -113,6 +122,7 @@ READ_OPTIONS: dict[str, Any] = {
     "model": Model,
     "max_tokens": MaxTokens,
     "group": GroupArg,
+    "dry_run": DryRun,
 }
 """The parameters every Kimi tool takes (name → its type), in the order its schema lists them."""
 WRITE_OPTIONS: dict[str, Any] = READ_OPTIONS | {

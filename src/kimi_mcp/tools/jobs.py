@@ -20,6 +20,7 @@ from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
 from .. import prompts
+from ..adapter import dry_run as _dry_run
 from ..adapter import questions as _questions
 from ..adapter.client import client_roots, error_result, to_tool_result
 from ..adapter.isolation import Isolation, copy_of
@@ -50,6 +51,7 @@ from ._params import (
     IN_ONE_MESSAGE,
     MODEL_PATTERN,
     ApprovalsArg,
+    DryRun,
     Files,
     GroupArg,
     MaxTokens,
@@ -67,6 +69,14 @@ Answer = Annotated[
     Field(
         description="action 'answer': the answer to the job's question: an option's label, a list of labels "
         "(multi_select), or your own words (for an approval: 'approve', 'reject', or what to do instead)"
+    ),
+]
+TurnModel = Annotated[
+    str | None,
+    Field(
+        max_length=128,
+        pattern=MODEL_PATTERN,
+        description="The model for this turn (default: the conversation's model so far)",
     ),
 ]
 JobIdOrNone = Annotated[
@@ -215,17 +225,11 @@ async def kimi_continue(
     message: Annotated[str, Field(description="The follow-up for Kimi" + IN_ONE_MESSAGE)],
     wait_s: WaitS = None,
     context_files: Files = [],  # noqa: B006 - schema default, never mutated
-    model: Annotated[
-        str | None,
-        Field(
-            max_length=128,
-            pattern=MODEL_PATTERN,
-            description="The model for this turn (default: the conversation's model so far)",
-        ),
-    ] = None,
+    model: TurnModel = None,
     max_tokens: MaxTokens = None,
     approvals: ApprovalsArg = None,
     group: GroupArg = None,
+    dry_run: DryRun = False,
     backend: Backend = Depends(current_backend),  # noqa: B008
 ) -> Reply:
     call = Call(ctx, backend, TaskResult)
@@ -240,6 +244,11 @@ async def kimi_continue(
             return scope
         call.workspace = _workspace_of(backend, record)
         text = prompts.follow_up_prompt(message, call.files(context_files, "context_files"))
+        if dry_run:  # nothing starts, nothing is queued
+            how, meter = _isolation_of(record), call.meter(max_tokens)
+            return call.done(
+                _dry_run.preview(call, text, model=model or record.model, isolation=how, meter=meter)
+            )
         if record.status not in FINISHED:  # its turn still runs: this message is its next turn
             queued = _queued(record, text, model=model, max_tokens=max_tokens, approvals=approvals)
             return await _queue(call, record, queued, wait_s)

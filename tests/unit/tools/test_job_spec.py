@@ -71,6 +71,7 @@ def test_every_structured_tool_has_a_finisher_named_after_it() -> None:
         "kimi_consult",
         "kimi_refactor",
         "kimi_debug",
+        "kimi_review",
     }
     assert set(FINISHERS) <= set(TOOLS)
 

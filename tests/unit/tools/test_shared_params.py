@@ -55,6 +55,14 @@ SHARED: dict[str, dict[str, Any]] = {
         "description": "A name for a set of jobs (1-100 characters of A-Za-z0-9._-): kimi_wait(group=...) "
         "waits for them, kimi_jobs(group=...) lists them, kimi_job(action='cancel', group=...) cancels them",
     },
+    "dry_run": {
+        "type": "boolean",
+        "default": False,
+        "description": "true: start nothing and store nothing; the result's dry_run says what the call would "
+        "do (Kimi's message: its size and tokens, the files sent, the secret files redacted, what would be cut; "
+        "the workspace, model, isolation, where it runs, the token limit), usage.cost_usd its input's price "
+        "with KIMI_MCP_PRICES",
+    },
 }
 #: the write tools' shared parameters after those
 SHARED_WRITE: dict[str, dict[str, Any]] = {
@@ -128,6 +136,7 @@ OWN: dict[str, tuple[list[str], list[str], dict[str, dict[str, Any]]]] = {
         ["role", "message"],
         SHARED,
     ),
+    "kimi_review": (["range", "focus"], [], SHARED),
 }  # fmt: skip
 #: each Kimi tool's own arguments for a call on the ``repo`` fixture
 ARGUMENTS: dict[str, dict[str, Any]] = {
@@ -138,6 +147,7 @@ ARGUMENTS: dict[str, dict[str, Any]] = {
     "kimi_analyze_code": {"file_paths": ["app.py"]},
     "kimi_verify": {"requirements": "has one", "file_paths": ["app.py"]},
     "kimi_consult": {"role": "skeptic", "message": "ok?", "file_paths": ["app.py"]},
+    "kimi_review": {"range": "working_tree"},
 }
 
 
@@ -183,7 +193,7 @@ def test_each_kimi_tool_lists_its_own_arguments_then_exactly_the_shared_ones() -
         schema = schemas[tool]
         properties = schema["properties"]
         assert list(properties) == [*own, *shared], tool  # nothing injected (ctx, backend, options) shows
-        assert schema["required"] == required, tool
+        assert schema.get("required", []) == required, tool
         for name, expected in shared.items():
             assert properties[name] == expected, (tool, name)
         for name in own:  # each own argument keeps a type of its own (none became an untyped "any")

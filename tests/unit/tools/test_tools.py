@@ -63,7 +63,7 @@ def listed(settings: Settings) -> list:
 
 
 def test_tools_is_the_one_list_and_every_name_is_the_function_name() -> None:
-    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 15
+    assert tuple(TOOLS) == ALL_TOOLS and len(ALL_TOOLS) == 16
     tools = {tool.name: tool for tool in listed(Settings())}
     assert list(tools) == list(ALL_TOOLS)  # every name is its function's, registered in the list's order
     for name, tool in tools.items():
