@@ -154,7 +154,9 @@ class Settings(BaseModel):
         "on an isolated copy of it; review the diff, then kimi_apply or kimi_discard)",
     )
     verify_timeout: float = Field(
-        default=300.0, gt=0, description="Seconds a verify_command may run in an isolated copy"
+        default=300.0,
+        gt=0,
+        description="Seconds a verify_command may run after each round (not counted in the call's timeout)",
     )
     log_level: str = Field(default="INFO")
     log_file: str | None = Field(default=None, description="Also log to this file")

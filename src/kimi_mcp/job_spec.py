@@ -32,7 +32,8 @@ class JobSpec:
     session_id: str | None = None  # a follow-up in this Kimi conversation
     model: str | None = None  # None: KIMI_MCP_MODEL, else Kimi's own default
     isolation: IsolationMode = "none"  # "worktree": Kimi works on an isolated copy of the tree
-    verify_command: str | None = None  # run in the copy after a successful turn
+    verify_command: str | None = None  # run where Kimi worked (the copy, or the workspace) after its turn
+    fix_rounds: int = 0  # more turns for Kimi while verify_command fails (see ``runner._fix``)
     copy: str | None = None  # a follow-up continues in this isolated copy (its worktree.id)
     max_tokens: int | None = None  # the call's token limit (None: none); all its attempts share it
     approvals: ApprovalsMode = "policy"  # "ask": Kimi's approvals go to the caller
@@ -46,7 +47,8 @@ class JobSpec:
         """The Kimi turn this spec asks for, in the caller's workspace."""
         return TaskRequest(
             prompt=self.prompt, workspace=Path(self.workspace), read_only=self.read_only,
-            session_id=self.session_id, model=self.model,
+            session_id=self.session_id, model=self.model, verify_command=self.verify_command,
+            fix_rounds=self.fix_rounds,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:

@@ -130,7 +130,7 @@ class WorktreeInfo(BaseModel):
 
 
 class VerifyOutcome(BaseModel):
-    """``verify_command`` run in the copy after the turn."""
+    """``verify_command`` run after Kimi's turn, where the job ran (the isolated copy, or the workspace)."""
 
     command: str
     exit_code: int | None = Field(description="null: it timed out or could not start")
@@ -138,6 +138,18 @@ class VerifyOutcome(BaseModel):
     timed_out: bool = False
     duration_s: float = 0.0
     output_tail: str = Field(default="", description="The last lines of its stdout and stderr")
+
+
+class FixRound(BaseModel):
+    """One round of ``fix_rounds``: Kimi's turn (round 0: the first; then each fix turn), then the check."""
+
+    round: int = Field(description="0: the first turn; 1, 2, ...: the fix turns")
+    exit_code: int | None = Field(description="verify_command's exit code after the round (null: timed out)")
+    output_tail: str = Field(
+        default="", description="The end of its output (masked, at most 4,000 characters)"
+    )
+    duration_s: float = Field(default=0.0, description="Seconds of the round: Kimi's turn and the check")
+    tokens: int = Field(default=0, description="Kimi's input + output tokens in the round")
 
 
 class AttemptSummary(BaseModel):
@@ -245,7 +257,15 @@ class TaskResult(BaseModel):
     worktree: WorktreeInfo | None = Field(
         default=None, description="isolation='worktree': the copy Kimi worked in; kimi_apply / kimi_discard"
     )
-    verify: VerifyOutcome | None = Field(default=None, description="verify_command's outcome in the copy")
+    verify: VerifyOutcome | None = Field(
+        default=None,
+        description="verify_command's outcome after the last round (in the copy, or the workspace)",
+    )
+    rounds: list[FixRound] = Field(
+        default_factory=list,
+        description="verify_command given: each round (Kimi's turn, then the check), round 0 the first turn; "
+        "fix_rounds > 0 sends a failed check back to Kimi as a next turn",
+    )
     attempts: list[AttemptSummary] = Field(
         default_factory=list, description="attempts > 1: every attempt, best first (this result is the first)"
     )

@@ -26,6 +26,7 @@ __all__ = [
     "code_task_prompt",
     "consult_prompt",
     "debug_prompt",
+    "fix_prompt",
     "free_prompt",
     "refactor_prompt",
     "review_prompt",
@@ -96,6 +97,30 @@ def free_prompt(prompt: str, workspace_overview: str | None) -> str:
             + workspace_overview.strip()
         )
     return text
+
+
+def fix_prompt(command: str, exit_code: int | None, output_tail: str, timeout_s: float) -> str:
+    """A fix round (``fix_rounds``): the check that failed after Kimi's turn, sent as the conversation's next
+    turn; ``output_tail``: the end of its output, already masked and cut; ``exit_code`` None: it timed out
+    after ``timeout_s`` seconds."""
+    how = f"failed with exit code {exit_code}" if exit_code is not None else f"timed out after {timeout_s:g}s"
+    lines = [
+        "The check of your work still fails. Fix the cause in the workspace; the check runs again when you are "
+        "done.",
+        "",
+        f"The check (a shell command run in the workspace) {how}:",
+        _fenced(command.strip()),
+        "",
+        "The end of its output:" if output_tail.strip() else "It printed nothing.",
+    ]
+    if output_tail.strip():
+        lines.append(_fenced(output_tail.rstrip("\n")))
+    lines += [
+        "",
+        "Do not weaken, skip or delete the check or its tests to make it pass. When you are done, answer as "
+        "the first message of this conversation asked (in the same format), for the whole change so far.",
+    ]
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------ answer schemas

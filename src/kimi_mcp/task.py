@@ -20,6 +20,10 @@ class TaskRequest:
     model: str | None = None
     #: Kimi works on an isolated copy (a worktree job): no standby is started for its one-off workspace
     isolated: bool = False
+    #: a shell command run in the workspace after Kimi's turn (its verdict is the result's ``verify``)
+    verify_command: str | None = None
+    #: how many more turns Kimi gets to make a failing ``verify_command`` pass (its output sent as the turn)
+    fix_rounds: int = 0
 
 
 @dataclass

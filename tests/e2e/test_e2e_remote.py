@@ -207,13 +207,17 @@ def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here
     repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     plain = tmp_path / "caller" / "plain"
     plain.mkdir()
-    fake.script([Reply.tool(*kimi.write("a.txt", "A\n")), Reply.text_reply("ok a")], marker="REMOTE-A")
+    fake.script([Reply.tool(*kimi.write("a.txt", "a?\n")), Reply.text_reply("ok a?")], marker="REMOTE-A")
+    # a fix round on the worker: the check's failing output comes back to the same conversation there
+    fake.script([Reply.tool(*kimi.write("a.txt", "A\n")), Reply.text_reply("ok a")], marker="a.txt says a?")
     fake.script([Reply.tool(*kimi.write("b.txt", "B\n")), Reply.text_reply("ok b")], marker="REMOTE-B")
+    check = 'grep -qx A a.txt || { echo "a.txt says $(cat a.txt)"; exit 1; }'
 
     async def body(client: Client):
         on_worker = await call(
-            client, "kimi_code_task", {"task_description": "REMOTE-A", "work_dir": str(repo)}
-        )
+            client, "kimi_code_task",
+            {"task_description": "REMOTE-A", "work_dir": str(repo), "verify_command": check, "fix_rounds": 1},
+        )  # fmt: skip
         here = await call(client, "kimi_code_task", {"task_description": "REMOTE-B", "work_dir": str(plain)})
         return on_worker, here
 
@@ -221,6 +225,11 @@ def test_a_plain_job_is_applied_when_it_returns_and_a_tree_outside_git_runs_here
     assert on_worker["success"] is True and on_worker["worker"] == worker.name, on_worker
     assert (repo / "a.txt").read_text() == "A\n" and on_worker["files_created"] == ["a.txt"]
     assert any("Applied to your tree" in note for note in on_worker["notes"])
+    assert [(r["round"], r["exit_code"]) for r in on_worker["rounds"]] == [(0, 1), (1, 0)]
+    assert (
+        on_worker["rounds"][0]["output_tail"] == "a.txt says a?\n" and on_worker["verify"]["passed"] is True
+    )
+    assert on_worker["output"] == "ok a"
     assert here["success"] is True and here["worker"] is None and (plain / "b.txt").read_text() == "B\n"
     assert any("not on a worker" in note for note in here["notes"]), here["notes"]
 

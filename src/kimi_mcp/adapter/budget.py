@@ -2,7 +2,8 @@
 the least valuable text first and saying, once per item and with its true size, what was cut.
 
 Order: the raw-answer preview and a refactor's before/after copies (the file on disk and the diff say the
-same); then tool-call arguments and results in the evidence (200 characters each); then the file contents,
+same); then tool-call arguments and results in the evidence (200 characters each) and the output tails of
+the fix rounds (their last 200 characters each; ``verify`` keeps the last round's); then the file contents,
 the diff and Kimi's answer *share* what is left fairly: every text keeps the same number of leading
 characters (a short one whole), so no file is dropped while another stays whole; last, if the lists alone
 are too long, the evidence lists and then the change lists lose their tail. The budget is honoured exactly.
@@ -66,6 +67,8 @@ def fit_to_budget(result: TaskResult, limit: int) -> TaskResult:
     for trace in result.evidence.tools_run:
         trace.arguments = trace.arguments[:_TRACE_CHARS]
         trace.result = None if trace.result is None else trace.result[:_TRACE_CHARS]
+    for fix in result.rounds:  # the end of each check's output (verify keeps the last one's)
+        fix.output_tail = fix.output_tail[-_TRACE_CHARS:]
     if _size(result) <= limit:
         return result
     _share(result, limit)

@@ -1,7 +1,8 @@
 """Isolated jobs (``isolation="worktree"``): Kimi works on its own copy of the user's git tree (see
 ``worktree``), so the user's tree stays as it is until ``kimi_apply``. Here: the checks of the isolation
-arguments, the turn's work in its copy (a new copy, or the conversation's for a follow-up), what the result
-gains (the diff, the copy, the verify outcome) and the ranking of parallel attempts."""
+arguments (and of ``verify_command`` and ``fix_rounds``, which also work without isolation), the turn's work
+in its copy (a new copy, or the conversation's for a follow-up), what the result gains (the diff, the copy)
+and the ranking of parallel attempts (by the final verify outcome)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,20 @@ log = get_logger("tools")
 
 IsolationMode = Literal["none", "worktree"]
 MAX_ATTEMPTS = 4
+MAX_FIX_ROUNDS = 5
 
 
 @dataclass(frozen=True, slots=True)
 class Isolation:
-    """How a write call runs: in the user's tree, or on isolated copies (``attempts`` of them, each checked
-    with ``verify_command``); ``copy``: a follow-up continues in that existing copy."""
+    """How a write call runs: in the user's tree, or on isolated copies (``attempts`` of them); each job
+    checked with ``verify_command`` where it ran, and given ``fix_rounds`` more turns while the check fails;
+    ``copy``: a follow-up continues in that existing copy."""
 
     mode: IsolationMode = "none"
     attempts: int = 1
     verify_command: str | None = None
     copy: str | None = None
+    fix_rounds: int = 0
 
     @property
     def isolated(self) -> bool:
@@ -41,20 +45,39 @@ class Isolation:
 
 
 def isolation_for(
-    settings: Settings, isolation: IsolationMode | None, attempts: int, verify_command: str | None
+    settings: Settings,
+    isolation: IsolationMode | None,
+    attempts: int,
+    verify_command: str | None,
+    fix_rounds: int = 0,
 ) -> Isolation:
     """The call's isolation (``None``: ``KIMI_MCP_ISOLATION``); bad combinations are the caller's error."""
     mode = isolation or settings.isolation
     if verify_command is not None and not verify_command.strip():
         raise BadInput("verify_command is empty", suggestion="Pass a shell command, or leave it out.")
-    if mode != "worktree" and (attempts != 1 or verify_command):
+    if mode != "worktree" and attempts != 1:
         raise BadInput(
-            "attempts and verify_command need isolation='worktree' (each attempt works on its own copy)",
+            "attempts need isolation='worktree' (each attempt works on its own copy)",
             suggestion="Pass isolation='worktree' (or set KIMI_MCP_ISOLATION=worktree).",
         )
     if not 1 <= attempts <= MAX_ATTEMPTS:
         raise BadInput(f"attempts must be 1 to {MAX_ATTEMPTS}, not {attempts}")
-    return Isolation(mode, attempts, verify_command)
+    check_fix_rounds(fix_rounds, verify_command)
+    return Isolation(mode, attempts, verify_command, fix_rounds=fix_rounds)
+
+
+def check_fix_rounds(fix_rounds: int, verify_command: str | None) -> None:
+    """``fix_rounds``: 0 to ``MAX_FIX_ROUNDS``, and only with a ``verify_command`` to fix against."""
+    if not 0 <= fix_rounds <= MAX_FIX_ROUNDS:
+        raise BadInput(
+            f"fix_rounds must be 0 to {MAX_FIX_ROUNDS}, not {fix_rounds}",
+            suggestion=f"Pass at most {MAX_FIX_ROUNDS} fix rounds (0: verify only).",
+        )
+    if fix_rounds and not verify_command:
+        raise BadInput(
+            "fix_rounds needs verify_command (the check whose failing output Kimi gets to fix)",
+            suggestion="Pass verify_command (e.g. 'pytest -q'), or leave fix_rounds out.",
+        )
 
 
 def check_repository(workspace: Path, state: Path) -> None:

@@ -177,7 +177,7 @@ class Call:
             tool=tool, prompt=prompt, workspace=str(self.workspace), read_only=read_only, arguments=arguments,
             session_id=session_id, model=model, isolation=isolation.mode, verify_command=isolation.verify_command,
             copy=isolation.copy, max_tokens=meter.max_tokens, approvals=approvals or self.settings.approvals,
-            sent=dict(self.sent),
+            sent=dict(self.sent), fix_rounds=isolation.fix_rounds,
         )  # fmt: skip
         scope = Scope(
             deadline=math.inf, redactor=self.redactor, tokens=meter,
@@ -190,6 +190,10 @@ class Call:
         shown = {**shown, "approvals": approvals} if approvals else shown
         if isolation.isolated:
             shown = {**shown, "isolation": "worktree", "verify_command": isolation.verify_command}
+        elif isolation.verify_command:
+            shown = {**shown, "verify_command": isolation.verify_command}
+        if isolation.fix_rounds:
+            shown = {**shown, "fix_rounds": isolation.fix_rounds}
         summary = next((line.strip() for line in prompt.splitlines() if line.strip()), "")
         return self.backend.jobs.submit(
             spec, cls=self.cls, scope=scope, arguments=_trimmed(shown), summary=summary, group=group
@@ -291,7 +295,8 @@ class RunOptions:
     together; None: the setting); a write call's ``approvals`` ("ask" forwards Kimi's approvals to the
     caller), ``isolation``, ``attempts`` (> 1 runs that many jobs at once, each on its own copy) and
     ``verify_command``; ``group`` (the caller's name for a set of jobs: kimi_wait, kimi_jobs and cancel
-    take it); ``dry_run`` (start nothing: the result says what the call would do)."""
+    take it); ``dry_run`` (start nothing: the result says what the call would do); ``fix_rounds``
+    (kimi_code_task, kimi_refactor, kimi_debug: more turns while the check fails)."""
 
     work_dir: str | None = None
     wait_s: float | None = None
@@ -303,6 +308,7 @@ class RunOptions:
     attempts: int = 1
     verify_command: str | None = None
     dry_run: bool = False
+    fix_rounds: int = 0
 
 
 async def run_tool(
@@ -332,9 +338,7 @@ async def run_tool(
             return await call.wait(job, options.wait_s, ask=answered)
         if check is not None:
             check()
-        how = NOT_ISOLATED  # a read-only call runs in place
-        if not read_only:
-            how = isolation_for(backend.settings, options.isolation, options.attempts, options.verify_command)
+        how = NOT_ISOLATED if read_only else isolation_of(backend.settings, options)  # read-only: in place
         if isinstance(ws := await call.workspace_for(options.work_dir), mcp_types.InputRequiredResult):
             return ws
         if how.isolated:
@@ -360,6 +364,13 @@ async def run_tool(
     except KimiMCPError as exc:
         return call.fail(exc)
     return await call.reply(jobs, options.wait_s)
+
+
+def isolation_of(settings: Settings, options: RunOptions) -> Isolation:
+    """A write call's isolation, attempts, verify command and fix rounds, checked (``isolation_for``)."""
+    return isolation_for(
+        settings, options.isolation, options.attempts, options.verify_command, options.fix_rounds
+    )
 
 
 def stored_reply(backend: Backend, record: JobRecord) -> ToolResult:

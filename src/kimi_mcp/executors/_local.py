@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .. import worktree
 from ..config import Settings
 from ..finish import finish
-from ..models import TaskResult, VerifyOutcome, WorktreeInfo
+from ..models import TaskResult, WorktreeInfo
 from ..scope import Scope
 from ..task import RunWatch, TaskRequest
 from ._base import Executor, RunTask
@@ -79,18 +79,15 @@ def run_isolated(
     turn: Callable[[TaskRequest], TaskResult],
 ) -> tuple[TaskResult, Path]:
     """One turn on an isolated copy (kept in the state directory): a new one named after ``job_id``, or the
-    conversation's (``spec.copy``). Returns the result (its diff, copy and verify outcome filled in, paths
-    relative to the workspace as always) and the workspace inside the copy."""
+    conversation's (``spec.copy``). Returns the result (its diff and copy filled in, paths relative to the
+    workspace as always; the runner ran ``verify_command`` in the copy) and the workspace inside the copy."""
     state = runtime.state_dir
     if spec.copy is not None:
         copy = worktree.load(state, spec.copy)
     else:
         copy = worktree.create(request.workspace, state, job_id)
-    result = turn(dataclasses.replace(request, workspace=copy.workspace, isolated=True))
+    result = turn(dataclasses.replace(request, workspace=copy.workspace, isolated=True))  # checked there too
     describe(result, copy)
-    if spec.verify_command and result.success:
-        outcome = worktree.run_verify(copy, spec.verify_command, runtime.settings.verify_timeout)
-        result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
     result.workspace = str(request.workspace)
     return result, copy.workspace
 

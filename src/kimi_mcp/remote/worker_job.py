@@ -3,8 +3,8 @@
 The request is one plain dict (see ``executors._remote``): the job's spec, the copy it works in and, for a
 copy this worker does not hold yet, the bundle of its base. The worker checks the base out (one bare
 repository per origin, one work tree per copy, kept for the conversation's follow-ups), runs the spec there
-as the local executor would (Kimi through this worker's runner, then the tool's finishing step), runs the
-verify command, and answers with the result and a bundle of the turn's commit. Progress goes out as
+as the local executor would (Kimi through this worker's runner, its verify command and fix rounds, then the
+tool's finishing step), and answers with the result and a bundle of the turn's commit. Progress goes out as
 Docket progress messages; a cancel flag in Redis interrupts the turn.
 """
 
@@ -28,10 +28,10 @@ from ..errors import KimiMCPError, SessionError
 from ..executors import Runtime
 from ..executors._local import run_turn
 from ..job_spec import JobSpec
-from ..models import ErrorInfo, TaskResult, VerifyOutcome
+from ..models import ErrorInfo, TaskResult
 from ..scope import Scope, TokenMeter
 from ..task import RunWatch
-from ..worktree import Isolated, bundles, run_verify
+from ..worktree import Isolated, bundles
 from . import broker
 from .sessions import pack, place
 from .worker_reclaim import InUse, record_use
@@ -251,13 +251,10 @@ def _run(
         if held is not None:
             _take_conversation(worker, held, iso.workspace, request, scope)
         here = dataclasses.replace(
-            spec, workspace=str(iso.workspace), isolation="none", copy=None, verify_command=None
-        )  # the checkout is the copy: verified below, once
+            spec, workspace=str(iso.workspace), isolation="none", copy=None
+        )  # the checkout is the copy (the runner runs verify_command and the fix rounds in it)
         result = run_turn(here, runtime, scope=scope, watch=RunWatch(), isolated=True)
         session = result.session_id or session
-        if spec.verify_command and result.success:
-            outcome = run_verify(iso, spec.verify_command, runtime.settings.verify_timeout)
-            result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder) / "turn.bundle"
             ref, end = bundles.pack_turn(iso.checkout, request["start"], out, request["copy"])

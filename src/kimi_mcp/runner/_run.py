@@ -1,4 +1,5 @@
-"""One tool call's Kimi turn, phase by phase: prepare, acquire, session, snapshot, turn, changes, report.
+"""One tool call's Kimi turn, phase by phase: prepare, acquire, session, snapshot, turn (and the next turns:
+messages sent meanwhile, fix rounds while ``verify_command`` fails, see ``_fix``), changes, report.
 
 Every resource is registered for release on a ``contextlib.ExitStack`` the moment it is acquired, so the
 cleanup order is the order of the code: the change list is taken while Kimi still sits idle, then the
@@ -29,6 +30,7 @@ from ..task import RunWatch, TaskRequest
 from ..workspace import inside_prefixes
 from . import _factory, _restart
 from ._evidence import build_evidence, fill_changes, private_dirs
+from ._fix import FixLoop
 from ._pool import StandbyKey
 from ._slots import Claim, Hold, acquire
 
@@ -80,6 +82,7 @@ class TaskRun:
         self.before: Future[tracker.Snapshot] | None = None
         self.trace: TurnTrace | None = None  # every turn of the run as one (see ``session.merged``)
         self.traces: list[TurnTrace] = []  # the run's finished turns
+        self.fixes = FixLoop(request, settings, scope)  # the checks after the turns, and the fix rounds
         self.error: KimiMCPError | None = None
         self.claim: Claim | None = None
         self.holds: list[Hold] = []  # released by the cleanup, or by the watchdog if the call is stuck
@@ -190,24 +193,24 @@ class TaskRun:
 
     def _turn(self, message: str) -> None:
         """The turn, then each message sent meanwhile as a next turn of the same conversation (``queue``,
-        ``interrupt``, and a ``steer`` that came too late for the running turn)."""
+        ``interrupt``, and a ``steer`` that came too late for the running turn), then the check and a fix
+        turn while it fails (``_fix``), and so on."""
         assert self.session is not None and self.before is not None
         self.before.result()  # the snapshot must be complete before Kimi can touch anything
         self.found.wait()  # and the secrets to mask known before Kimi can show them
         turn_started = time.monotonic()
         self.watch.starting = False
         traces = self.traces
+        self.fixes.begin()
         traces.append(_restart.first_turn(self, message))
         approvals = self.scope.approvals
-        while traces[-1].error is None and (follow := _next_message(self.scope)) is not None:
+        while traces[-1].error is None and (follow := _next_turn(self)) is not None:
+            text, received = follow
             if not self.session.ready_again(limit=5.0):
-                self.scope.note(
-                    f"a message could not be sent (Kimi was not ready for it): {follow.text[:80]}"
-                )
+                self.scope.note(f"a message could not be sent (Kimi was not ready for it): {text.text[:80]}")
                 break
-            self.progress(f"sending the {follow.mode} message as the next turn")
-            _hold_to(self.scope, follow, approvals)
-            traces.append(self.session.run_turn(follow.text, on_received=_delivered(self.scope, follow)))
+            _hold_to(self.scope, text, approvals)
+            traces.append(self.session.run_turn(text.text, on_received=received))
         _unsent(self.scope)
         self.trace = merged(traces)
         self.result.timings["turn"] = round(time.monotonic() - turn_started, 3)
@@ -269,6 +272,7 @@ class TaskRun:
             if trace.input_tokens or trace.output_tokens:
                 result.usage = Usage(input_tokens=trace.input_tokens, output_tokens=trace.output_tokens)
                 result.usage.cost_usd = _factory.cost(result.usage, result.model, self.settings)
+        self.fixes.fill(result, failed=self.error is not None)
         result.notes.extend(n for n in self.scope.notes if n not in result.notes)
         result.messages = [MessageInfo(**m.to_dict()) for m in self.scope.delivered]
         result.duration_s = round(time.monotonic() - self.started, 3)
@@ -344,6 +348,21 @@ def _hold_to(scope: Scope, follow: Message, approvals: Literal["policy", "ask"])
 
 
 # -- the messages sent to a running job, as next turns ---------------------------------------------------
+def _next_turn(run: TaskRun) -> tuple[Message, Callable[[], None] | None] | None:
+    """The run's next turn and what to call once Kimi's log shows it: a message sent to the job, else (the
+    round's turns are over) a fix turn if the check fails (``_fix``), else a message sent while the check
+    ran; None: the run's turns are done."""
+    follow = _next_message(run.scope)
+    if follow is None:
+        if (fix := run.fixes.check(run.traces)) is not None:
+            return Message(fix, "queue"), None
+        follow = _next_message(run.scope)  # sent while the check ran
+    if follow is None:
+        return None
+    run.progress(f"sending the {follow.mode} message as the next turn")
+    return follow, _delivered(run.scope, follow)
+
+
 def _next_message(scope: Scope) -> Message | None:
     """The next message to send as a turn of its own, prepared for the terminal (one that cannot be is
     said in the notes and skipped)."""

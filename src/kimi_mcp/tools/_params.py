@@ -58,8 +58,19 @@ VerifyCommand = Annotated[
     str | None,
     Field(
         max_length=10_000,
-        description="worktree only: a shell command run in each copy after Kimi's turn (e.g. 'pytest -q'); "
-        "its exit code and output tail rank the attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
+        description="A shell command run where Kimi worked (each isolated copy, else the workspace) after its "
+        "turn (e.g. 'pytest -q'); its exit code and output tail are the result's verify and rank the attempts "
+        "(time limit KIMI_MCP_VERIFY_TIMEOUT)",
+    ),
+]
+FixRounds = Annotated[
+    int,
+    Field(
+        ge=0,
+        le=5,
+        description="0-5, needs verify_command: while it fails, the same conversation gets up to this many "
+        "more turns with the command, its exit code and its output's end (masked, 4,000 characters), until it "
+        "passes or max_tokens, the daily budget or the time runs out; the result lists the rounds",
     ),
 ]
 MaxTokens = Annotated[
@@ -121,6 +132,9 @@ WRITE_OPTIONS: dict[str, Any] = READ_OPTIONS | {
     "verify_command": VerifyCommand,
 }
 """The parameters every write tool takes: those, then how Kimi's approvals are given and how it is isolated."""
+FIX_OPTIONS: dict[str, Any] = WRITE_OPTIONS | {"fix_rounds": FixRounds}
+"""The write tools that loop until the checks pass (kimi_code_task, kimi_refactor, kimi_debug) take also
+``fix_rounds``."""
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}
 
 ToolBody = Callable[..., Awaitable[Reply]]

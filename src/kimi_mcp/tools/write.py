@@ -15,7 +15,7 @@ from ..adapter.pipeline import Backend, Call, Reply, RunOptions, current_backend
 from ..adapter.tasks import TASK
 from ..models import DebugResult, RefactorResult, TaskResult
 from ..workspace import safe_relative, workspace_overview
-from ._params import IN_ONE_MESSAGE, WRITE_OPTIONS, Files, run_options, writes
+from ._params import FIX_OPTIONS, IN_ONE_MESSAGE, WRITE_OPTIONS, Files, run_options, writes
 
 
 @tool(
@@ -29,7 +29,7 @@ from ._params import IN_ONE_MESSAGE, WRITE_OPTIONS, Files, run_options, writes
     task=TASK,
     output_schema=TaskResult.model_json_schema(),
 )
-@run_options(WRITE_OPTIONS)
+@run_options(FIX_OPTIONS)
 async def kimi_code_task(
     ctx: Context,
     task_description: Annotated[
@@ -95,7 +95,7 @@ async def kimi_prompt(
     task=TASK,
     output_schema=RefactorResult.model_json_schema(),
 )
-@run_options(WRITE_OPTIONS)
+@run_options(FIX_OPTIONS)
 async def kimi_refactor(
     ctx: Context,
     file_path: Annotated[str, Field(description="File to refactor, relative to the workspace")],
@@ -130,7 +130,7 @@ async def kimi_refactor(
     task=TASK,
     output_schema=DebugResult.model_json_schema(),
 )
-@run_options(WRITE_OPTIONS)
+@run_options(FIX_OPTIONS)
 async def kimi_debug(
     ctx: Context,
     error_message: Annotated[str, Field(description="The error / failing output" + IN_ONE_MESSAGE)],

@@ -26,7 +26,7 @@ from ._diff import SECRET_NOTE, diff
 from ._model import Applied, Change, Conflict, FileDiff, Isolated, Verify
 from ._repo import repo_top
 from ._store import WORKTREES_DIR, discard, disk_usage, load, prune, rmtree, tree_bytes
-from ._verify import run_verify
+from ._verify import run_verify, verify_in
 
 __all__ = [
     "SECRET_NOTE",
@@ -49,4 +49,5 @@ __all__ = [
     "rmtree",
     "run_verify",
     "tree_bytes",
+    "verify_in",
 ]

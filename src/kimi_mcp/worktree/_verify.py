@@ -1,8 +1,10 @@
-"""Running a verification command (tests, a build) in the copy, with a hard time limit.
+"""Running a verification command (tests, a build) in a workspace (an isolated copy's, or the caller's own),
+with a hard time limit.
 
-The command runs under ``/bin/sh -c`` in the copy's workspace, in its own session (so its whole process
-group can be stopped), stdin from /dev/null, stdout and stderr into one temporary file (no pipe to fill
-up). On timeout, and after it exits, whatever is left of its process group gets SIGTERM, then SIGKILL.
+The command runs under ``/bin/sh -c`` in the workspace, in its own session (so its whole process group can
+be stopped), stdin from /dev/null, stdout and stderr into one temporary file (no pipe to fill up). On
+timeout, on cancellation (the job's cancel event, looked at every 0.1 s), and after it exits, whatever is
+left of its process group gets SIGTERM, then SIGKILL.
 """
 
 from __future__ import annotations
@@ -12,47 +14,65 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
 import time
+from pathlib import Path
 from typing import IO
 
 import psutil
 
-from ..errors import BadInput, WorkspaceError
+from ..errors import BadInput, TaskCancelled, WorkspaceError
 from ._git import scrubbed_env
 from ._model import Isolated, Verify
 
 TAIL_CHARS = 4000
 KILL_GRACE_S = 2.0
+CANCEL_LOOK_S = 0.1
 
 
 def run_verify(iso: Isolated, command: str, timeout_s: float) -> Verify:
     """Run ``command`` in ``iso.workspace``; its exit code, whether it timed out, and its output's end."""
+    if not iso.workspace.is_dir():
+        raise WorkspaceError(f"the isolated copy's workspace {iso.workspace} does not exist (discarded?)")
+    return verify_in(iso.workspace, command, timeout_s)
+
+
+def verify_in(
+    workspace: Path,
+    command: str,
+    timeout_s: float,
+    *,
+    cancel: threading.Event | None = None,
+    tail_chars: int = TAIL_CHARS,
+) -> Verify:
+    """Run ``command`` in ``workspace``; its exit code, whether it timed out, and the last ``tail_chars``
+    characters of its output. ``cancel`` set while it runs: it is stopped and ``TaskCancelled`` raised."""
     if not isinstance(command, str) or not command.strip():
         raise BadInput("the verification command is empty")
     if not timeout_s > 0:
         raise BadInput(f"the verification timeout must be positive, not {timeout_s!r}")
-    if not iso.workspace.is_dir():
-        raise WorkspaceError(f"the isolated copy's workspace {iso.workspace} does not exist (discarded?)")
+    if not workspace.is_dir():
+        raise WorkspaceError(f"the workspace {workspace} does not exist")
     with tempfile.TemporaryFile(prefix="kimi-verify-") as out:
         started = time.monotonic()
         proc = subprocess.Popen(
             ["/bin/sh", "-c", command],
-            cwd=iso.workspace,
-            env=scrubbed_env(),  # no GIT_DIR & co: git in the command must see the copy, not another repo
+            cwd=workspace,
+            env=scrubbed_env(),  # no GIT_DIR & co: git in the command must see the workspace's repository
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            ended = _wait(proc, started + timeout_s, cancel)
         finally:
             _stop_group(proc)
         duration = time.monotonic() - started
-        tail = _tail(out)
+        tail = _tail(out, tail_chars)
+    if ended == "cancelled":
+        raise TaskCancelled("the tool call was cancelled", details={"phase": "verify"})
+    timed_out = ended == "timed_out"
     code = None if timed_out else proc.returncode
     return Verify(
         command=command,
@@ -62,6 +82,20 @@ def run_verify(iso: Isolated, command: str, timeout_s: float) -> Verify:
         duration_s=round(duration, 3),
         output_tail=tail,
     )
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, cancel: threading.Event | None) -> str:
+    """Wait for the command until ``deadline`` (monotonic): "exited", "timed_out" or "cancelled"."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timed_out"
+        try:
+            proc.wait(timeout=left if cancel is None else min(left, CANCEL_LOOK_S))
+            return "exited"
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                return "cancelled"
 
 
 def _stop_group(proc: subprocess.Popen[bytes]) -> None:
@@ -101,8 +135,8 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def _tail(out: IO[bytes]) -> str:
-    """The last ``TAIL_CHARS`` characters of the output file (read from its end)."""
+def _tail(out: IO[bytes], chars: int = TAIL_CHARS) -> str:
+    """The last ``chars`` characters of the output file (read from its end)."""
     size = out.seek(0, os.SEEK_END)
-    out.seek(max(0, size - TAIL_CHARS * 4))
-    return out.read().decode("utf-8", "replace")[-TAIL_CHARS:]
+    out.seek(max(0, size - chars * 4))
+    return out.read().decode("utf-8", "replace")[-chars:]

@@ -4,7 +4,7 @@ exactly."""
 from __future__ import annotations
 
 from kimi_mcp.adapter.budget import fit_to_budget, result_json
-from kimi_mcp.models import Evidence, TaskResult, ToolCallTrace, TruncatedItem
+from kimi_mcp.models import Evidence, FixRound, TaskResult, ToolCallTrace, TruncatedItem
 
 
 def size(result: TaskResult) -> int:
@@ -81,3 +81,11 @@ def test_the_resource_uris_of_a_jobs_cuts_count_in_the_budget() -> None:
             uris["small.txt"] == "kimi-mcp://jobs/job_aaaaaaaaaaaaaaaa/files/small.txt"
         )  # the tracker's cut too
         assert uris["one.py"].endswith("/files/one.py") and uris["output"].endswith("/output")
+
+
+def test_the_fix_rounds_output_tails_are_cut_to_their_ends() -> None:
+    result = big_result()
+    result.rounds = [FixRound(round=n, exit_code=1, output_tail=f"{n}" * 3_990 + "FAILED") for n in range(6)]
+    result = fit_to_budget(result, 40_000)
+    assert size(result) <= 40_000
+    assert [r.output_tail for r in result.rounds] == [f"{n}" * 194 + "FAILED" for n in range(6)]

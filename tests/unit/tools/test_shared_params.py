@@ -92,8 +92,21 @@ SHARED_WRITE: dict[str, dict[str, Any]] = {
     "verify_command": {
         "anyOf": [{"maxLength": 10000, "type": "string"}, {"type": "null"}],
         "default": None,
-        "description": "worktree only: a shell command run in each copy after Kimi's turn (e.g. 'pytest -q'); "
-        "its exit code and output tail rank the attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
+        "description": "A shell command run where Kimi worked (each isolated copy, else the workspace) after "
+        "its turn (e.g. 'pytest -q'); its exit code and output tail are the result's verify and rank the "
+        "attempts (time limit KIMI_MCP_VERIFY_TIMEOUT)",
+    },
+}
+#: then the fix loop's, on the write tools that loop until the checks pass (issue 31 item 3)
+SHARED_FIX: dict[str, dict[str, Any]] = {
+    "fix_rounds": {
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 5,
+        "default": 0,
+        "description": "0-5, needs verify_command: while it fails, the same conversation gets up to this many "
+        "more turns with the command, its exit code and its output's end (masked, 4,000 characters), until "
+        "it passes or max_tokens, the daily budget or the time runs out; the result lists the rounds",
     },
 }
 #: each Kimi tool's own parameters in order, the required ones, and the shared ones it takes
@@ -101,15 +114,17 @@ OWN: dict[str, tuple[list[str], list[str], dict[str, dict[str, Any]]]] = {
     "kimi_code_task": (
         ["task_description", "context_files", "constraints"],
         ["task_description"],
-        SHARED | SHARED_WRITE,
+        SHARED | SHARED_WRITE | SHARED_FIX,
     ),
     "kimi_prompt": (["prompt", "include_workspace_context"], ["prompt"], SHARED | SHARED_WRITE),
     "kimi_refactor": (
         ["file_path", "refactor_instructions", "safety_checks"],
         ["file_path", "refactor_instructions"],
-        SHARED | SHARED_WRITE,
+        SHARED | SHARED_WRITE | SHARED_FIX,
     ),
-    "kimi_debug": (["error_message", "relevant_files", "context"], ["error_message"], SHARED | SHARED_WRITE),
+    "kimi_debug": (
+        ["error_message", "relevant_files", "context"], ["error_message"], SHARED | SHARED_WRITE | SHARED_FIX,
+    ),
     "kimi_analyze_code": (["file_paths", "analysis_focus", "role"], ["file_paths"], SHARED),
     "kimi_verify": (["requirements", "file_paths", "prompt"], ["requirements", "file_paths"], SHARED),
     "kimi_consult": (
@@ -205,6 +220,9 @@ def test_every_shared_value_reaches_the_calls_jobs(tool: str, repo: Path) -> Non
     shared: dict[str, Any] = {"work_dir": str(repo), "model": "k2", "max_tokens": 900, "group": "team.a-1"}
     if writes:
         shared |= {"approvals": "ask", "isolation": "worktree", "attempts": 2, "verify_command": "true"}
+    fixes = "fix_rounds" in OWN[tool][2]
+    if fixes:
+        shared |= {"fix_rounds": 3}
     gate = Gate()
     first, _ = call(gate, tool, ARGUMENTS[tool] | shared)
     assert first["success"] is True and first["group"] == "team.a-1", first
@@ -220,6 +238,8 @@ def test_every_shared_value_reaches_the_calls_jobs(tool: str, repo: Path) -> Non
                 "worktree",
                 "true",
             )
+            assert (spec["fix_rounds"], request.fix_rounds) == ((3, 3) if fixes else (0, 0))
+            assert request.verify_command == "true"
         else:
             assert (spec["approvals"], spec["isolation"], spec["verify_command"]) == ("policy", "none", None)
 

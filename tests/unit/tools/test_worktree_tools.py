@@ -17,7 +17,7 @@ from git_helpers import git
 
 from kimi_mcp import worktree
 from kimi_mcp.config import Settings, state_dir
-from kimi_mcp.models import TaskResult
+from kimi_mcp.models import TaskResult, VerifyOutcome
 from kimi_mcp.server import create_server
 from kimi_mcp.tools import prune_copies
 
@@ -42,7 +42,8 @@ def repo_state(repo: Path) -> tuple:
 
 
 class EditingRunner:
-    """A fake Kimi turn: ``edits[n]`` (path → text, None deletes) applied in the n-th request's workspace."""
+    """A fake Kimi turn: ``edits[n]`` (path → text, None deletes) applied in the n-th request's workspace,
+    then the request's ``verify_command`` run there, as the runner does."""
 
     def __init__(self, edits: list[dict[str, str | None]], barrier: threading.Barrier | None = None) -> None:
         self.edits, self.barrier = edits, barrier
@@ -65,10 +66,14 @@ class EditingRunner:
             else:
                 target.write_text(text)
                 (modified if existed else created).append(path)
-        return TaskResult(
+        result = TaskResult(
             success=True, workspace=str(request.workspace), output=f"turn {index}", files_created=created,
             files_modified=modified, files_deleted=deleted, session_id=request.session_id or f"sess-{index}",
         )  # fmt: skip
+        if request.verify_command:
+            outcome = worktree.verify_in(request.workspace, request.verify_command, 10)
+            result.verify = VerifyOutcome(**outcome.to_dict())
+        return result
 
 
 def run(body) -> Any:
@@ -189,11 +194,27 @@ def test_bad_isolation_arguments_are_clear_errors(repo: Path, tmp_path: Path) ->
                     client, "kimi_code_task", {**base, "work_dir": str(plain), "isolation": "worktree"}
                 ),
                 await call(client, "kimi_code_task", {**base, "attempts": 2}),
-                await call(client, "kimi_code_task", {**base, "verify_command": "true"}),
+                await call(client, "kimi_code_task", {**base, "fix_rounds": 2}),
                 await call(
                     client, "kimi_code_task", {**base, "isolation": "worktree", "verify_command": " "}
                 ),
                 await call(client, "kimi_code_task", {**base, "isolation": "worktree", "attempts": 5}),
+                await call(
+                    client,
+                    "kimi_debug",
+                    {"error_message": "x", "work_dir": str(repo), "fix_rounds": 6, "verify_command": "true"},
+                ),
+                await call(
+                    client,
+                    "kimi_refactor",
+                    {
+                        "file_path": "app.py",
+                        "refactor_instructions": "x",
+                        "work_dir": str(repo),
+                        "fix_rounds": -1,
+                        "verify_command": "true",
+                    },
+                ),
                 await call(client, "kimi_apply", {"job_id": "job_0000000000000000"}),
             ]
 
@@ -202,8 +223,18 @@ def test_bad_isolation_arguments_are_clear_errors(repo: Path, tmp_path: Path) ->
         assert result.is_error
     errors = [r.structured_content["error"] for r in results if r.structured_content]
     assert errors[0]["type"] == "bad_input" and "git" in errors[0]["message"]
-    assert "isolation='worktree'" in errors[1]["message"] and "isolation='worktree'" in errors[2]["message"]
+    assert "isolation='worktree'" in errors[1]["message"]
+    assert (
+        errors[2]["message"]
+        == "fix_rounds needs verify_command (the check whose failing output Kimi gets to fix)"
+    )
     assert errors[3]["message"] == "verify_command is empty"
+    assert all(e["type"] == "bad_input" for e in errors)
+    assert [e["message"].split(": ")[:2] for e in errors[-3:-1]] == [
+        ["kimi_debug", "invalid arguments"],
+        ["kimi_refactor", "invalid arguments"],
+    ]
+    assert "fix_rounds" in errors[-3]["message"] and "fix_rounds" in errors[-2]["message"]
     assert runner.requests == []
 
 

@@ -3,6 +3,8 @@ time limit after which nothing of it is left running."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import psutil
 import pytest
 
 from kimi_mcp import worktree
-from kimi_mcp.errors import BadInput
+from kimi_mcp.errors import BadInput, TaskCancelled, WorkspaceError
 from kimi_mcp.worktree import Isolated, _verify
 
 
@@ -83,3 +85,30 @@ def test_bad_arguments(iso: Isolated) -> None:
         worktree.run_verify(iso, "  ", 10)
     with pytest.raises(BadInput, match="positive"):
         worktree.run_verify(iso, "true", 0)
+
+
+def test_verify_in_runs_in_a_plain_workspace_and_reads_the_asked_tail(tmp_path: Path) -> None:
+    """Without isolation the command runs in the workspace itself (no git needed); ``tail_chars``: how much
+    of its output's end is read (the fix rounds read more, then mask and cut)."""
+    (tmp_path / "a.txt").write_text("x" * 6000)
+    result = worktree.verify_in(tmp_path, "cat a.txt; echo; pwd", 10, tail_chars=5000)
+    assert result.passed and result.output_tail == "x" * (4999 - len(str(tmp_path)) - 1) + f"\n{tmp_path}\n"
+    with pytest.raises(WorkspaceError, match="does not exist"):
+        worktree.verify_in(tmp_path / "gone", "true", 10)
+
+
+def test_a_cancelled_job_stops_its_command(tmp_path: Path) -> None:
+    """The job is cancelled while its command runs (once the command has said its child's pid through a
+    pipe): the command's whole group is stopped and the run learns it was cancelled."""
+    cancel = threading.Event()
+    os.mkfifo(tmp_path / "pid")
+    pids: list[int] = []
+
+    def cancel_once_started() -> None:
+        pids.append(int((tmp_path / "pid").read_text()))  # blocks until the command writes it
+        cancel.set()
+
+    threading.Thread(target=cancel_once_started, daemon=True).start()
+    with pytest.raises(TaskCancelled):
+        worktree.verify_in(tmp_path, "sleep 30 & echo $! > pid; wait", 60, cancel=cancel)
+    assert len(pids) == 1 and gone(pids[0])
