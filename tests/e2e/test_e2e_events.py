@@ -47,7 +47,12 @@ def test_a_jobs_event_reaches_its_client_only_and_a_server_wide_one_each_client_
     fake.script([Reply.text_reply("first done")], marker="FIRST")
     fake.script([Reply.text_reply("second done")], marker="SECOND")
     log = tmp_path / "server.log"
-    server = HttpServer({**kimi.env, "KIMI_MCP_TIMOUT": "5"}, workspace, "127.0.0.1", log)
+    env = {
+        **kimi.env,
+        "KIMI_MCP_TIMOUT": "5",
+        "KIMI_MCP_STANDBY": "after-call",
+    }  # the default: the standby used
+    server = HttpServer(env, workspace, "127.0.0.1", log)
     standby = f"using the standby Kimi for {workspace}"
     heard_a, heard_b = Heard(), Heard()
     calls = {"a": 0, "b": 0}

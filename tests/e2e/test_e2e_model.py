@@ -58,6 +58,9 @@ def test_model_picks_kimis_model_by_alias_or_name_and_a_standby_of_another_is_no
     two_models: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):
     one, two = MODELS[two_models.name]
+    two_models.env["KIMI_MCP_STANDBY"] = (
+        "after-call"  # the product's default (the tests' is off): its subject
+    )
     fake.script([Reply.text_reply("A1"), Reply.text_reply("A2"), Reply.text_reply("A3")])
 
     async def body(client: Client):

@@ -34,6 +34,13 @@ def two_calls(kimi: KimiUnderTest, workspace: Path, tmp_path: Path, between=None
     return asyncio.run(with_client(kimi.env, workspace, tmp_path / "server.log", body))
 
 
+@pytest.fixture(autouse=True)
+def _the_products_default(kimi: KimiUnderTest) -> None:
+    """The tests' base environment turns the standby off (tests/helpers/kimi_env.py): here it is the subject,
+    so each test starts from the product's default (a test of another setting sets its own)."""
+    kimi.env["KIMI_MCP_STANDBY"] = "after-call"
+
+
 def test_next_call_uses_the_standby_and_reports_its_own_changes(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):
