@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import worktree
+from .. import telemetry, worktree
 from ..config import Settings
 from ..finish import finish
 from ..models import TaskResult, VerifyOutcome, WorktreeInfo
@@ -89,7 +89,9 @@ def run_isolated(
     result = turn(dataclasses.replace(request, workspace=copy.workspace, isolated=True))
     describe(result, copy)
     if spec.verify_command and result.success:
-        outcome = worktree.run_verify(copy, spec.verify_command, runtime.settings.verify_timeout)
+        outcome = telemetry.call(
+            "kimi_mcp.verify", worktree.run_verify, copy, spec.verify_command, runtime.settings.verify_timeout
+        )
         result.verify = VerifyOutcome(**dataclasses.asdict(outcome))
     result.workspace = str(request.workspace)
     return result, copy.workspace
