@@ -47,9 +47,8 @@ def test_a_local_job_is_one_trace_from_tools_call_to_kimi_apply(
     start, its turn with its steps and tool calls, the approvals, the change list, the verify round and
     ``kimi_apply``; the metrics count the job and its tokens; the configured secret in the task never leaves."""
     repo = committed_repo(tmp_path / "repo", {"app.py": "x = 1\n"})
-    fake.script(
-        [Reply.tool(*kimi.write("new.txt", "N\n")), Reply.text_reply("otel done")], marker="OTEL-LOCAL"
-    )
+    steps = [Reply.tool(*kimi.shell("echo hi > shell.txt")), Reply.tool(*kimi.write("new.txt", "N\n"))]
+    fake.script([*steps, Reply.text_reply("otel done")], marker="OTEL-LOCAL")
     with OtlpReceiver() as otlp:
         env = otel_env(kimi.env, otlp, KIMI_MCP_OTEL_CONTENT="true", KIMI_MCP_HTTP_TOKEN=SECRET)
 
@@ -83,7 +82,7 @@ def test_a_local_job_is_one_trace_from_tools_call_to_kimi_apply(
         assert attrs["gen_ai.operation.name"] == "invoke_agent" and attrs["gen_ai.agent.name"] == "kimi"
         assert attrs["kimi_mcp.job_id"] == done["job_id"] and attrs["kimi_mcp.tool"] == "kimi_code_task"
         assert (attrs["kimi_mcp.dialect"], attrs["kimi_mcp.status"]) == (kimi.name, "done")
-        assert attrs["gen_ai.conversation.id"] == done["session_id"] and attrs["kimi_mcp.files_changed"] == 1
+        assert attrs["gen_ai.conversation.id"] == done["session_id"] and attrs["kimi_mcp.files_changed"] == 2
         assert attrs["gen_ai.request.model"] == done["model"] and "error.type" not in attrs
         assert attrs["gen_ai.usage.input_tokens"] == done["usage"]["input_tokens"] > 0
         assert attrs["gen_ai.usage.output_tokens"] == done["usage"]["output_tokens"] > 0
@@ -91,9 +90,9 @@ def test_a_local_job_is_one_trace_from_tools_call_to_kimi_apply(
         assert json.loads(attrs["gen_ai.output.messages"])[0]["parts"][0]["content"] == "otel done"
         start, turn = child(otlp, job, "kimi.start"), child(otlp, job, "kimi.turn")
         assert start.attributes == {} and turn.attributes["gen_ai.usage.input_tokens"] > 0
-        assert [e for e, _ in turn.events].count("kimi.step") == turn.attributes["kimi_mcp.steps"] >= 2
+        assert [e for e, _ in turn.events].count("kimi.step") == turn.attributes["kimi_mcp.steps"] >= 3
         calls = [a for e, a in turn.events if e == "kimi.tool_call"]
-        assert [c["kimi_mcp.approval"] for c in calls] == ["approved"], calls
+        assert len(calls) == 2 and calls[0]["kimi_mcp.approval"] == "approved", calls  # the shell command
         approvals = [s for s in otlp.named("kimi.approval") if s.parent_id == turn.span_id]
         assert len(approvals) == asked and {s.attributes["kimi_mcp.question.outcome"] for s in approvals} == {
             "answered"
