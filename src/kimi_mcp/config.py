@@ -212,6 +212,11 @@ class Settings(BaseModel):
     job_retries: int = Field(
         default=2, ge=0, description="Times a job whose worker died runs again on another worker (a broker)"
     )
+    otel_content: bool = Field(
+        default=False,
+        description="With OpenTelemetry on (OTEL_EXPORTER_OTLP_ENDPOINT ...): also record the task text and "
+        "Kimi's answer in the job's span (gen_ai.input.messages / gen_ai.output.messages), masked",
+    )
 
     model_config = {"extra": "forbid"}
 

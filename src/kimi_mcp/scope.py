@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from . import telemetry
 from .errors import BudgetError
 from .question import Choice, Question
 from .secrets import Redactor
@@ -108,6 +109,7 @@ class Inbox:
         self._answer: Choice | str | None = None
         self.asked: Asked | None = None  # the question waiting for an answer
         self.answered_id: str | None = None  # the id of the question the last answer is for
+        self._waiting = telemetry.NOT_WAITING  # the question's span while it waits (OpenTelemetry)
         #: called when something arrives (the session wakes from its poll)
         self.wake: Callable[[], None] = lambda: None
         #: called when a question is asked or answered (the job tells its waiters)
@@ -122,6 +124,8 @@ class Inbox:
         asked = dataclasses.replace(asked, id=question_id) if question_id else asked
         with self._lock:
             self.asked, self._answer = asked, None
+        self._waiting.end("replaced")
+        self._waiting = telemetry.asked(kind)
         self.on_change()
 
     def answer(self, choice: Choice | str, question_id: str | None = None) -> bool:
@@ -132,6 +136,7 @@ class Inbox:
             if self.asked is None or (question_id and question_id != self.asked.id):
                 return False
             self.asked, self._answer, self.answered_id = None, choice, self.asked.id
+        self._waiting.end("declined" if choice == DECLINED else "answered")
         self.on_change()
         self.wake()
         return True
@@ -146,6 +151,7 @@ class Inbox:
         """The question is gone (dismissed, timed out, the turn ended)."""
         with self._lock:
             self.asked, self._answer = None, None
+        self._waiting.end("withdrawn")
         self.on_change()
 
     # -- messages --------------------------------------------------------------------------------------

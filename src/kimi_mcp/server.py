@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from fastmcp import FastMCP
 from fastmcp.server.auth import TokenVerifier
 
-from . import __version__
+from . import __version__, telemetry
 from ._logging import CLIENT, setup_logging
 from .config import (
     ConfigError,
@@ -93,6 +93,7 @@ def serve(args: argparse.Namespace) -> None:
     logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
     for warning in unknown_variables(env):
         logger.warning("%s", warning, extra=CLIENT)
+    telemetry.setup("kimi-mcp", env, content=settings.otel_content)  # a no-op unless OTEL_* configures it
     holder: list[FastMCP] = []
     runner = LazyRunner()  # made at the first Kimi call
 
@@ -128,6 +129,7 @@ def serve(args: argparse.Namespace) -> None:
     finally:
         shutdown_jobs()  # jobs still running are recorded as interrupted
         runner.shutdown()  # no Kimi (standby, live, exiting or mid-call) outlives the server
+        telemetry.shutdown()  # the spans and metrics still pending go out
         if _signalled:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()

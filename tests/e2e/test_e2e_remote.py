@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from fastmcp import Client
 from git_helpers import committed_repo, git
 from kimi_env import KimiUnderTest
 from mcp_helpers import SERVER, processes_with_home, transport
+from otlp_receiver import OtlpReceiver
 
 pytestmark = pytest.mark.e2e
 
@@ -812,3 +814,59 @@ def test_a_follow_up_queued_on_a_worker_asks_its_approvals_and_a_late_answer_is_
     assert late["error"]["type"] == "bad_input" and "already answered" in late["error"]["message"], late
     assert done["success"] is True and done["output"] == "not run" and done["worker"] == worker.name, done
     assert not (repo / "ran.txt").exists() and done["files_created"] == []
+
+
+@KIMI_CODE_ONLY
+def test_a_job_on_a_worker_continues_the_servers_trace(
+    kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
+) -> None:
+    """OpenTelemetry on both sides (the server and ``kimi-mcp worker --metrics-port``): one trace holds
+    FastMCP's ``tools/call``, the job's ``invoke_agent kimi`` span, the hand-off and, from the worker, its run
+    with Kimi's start and turn (W3C trace context carried in the job). Without ``KIMI_MCP_OTEL_CONTENT`` no
+    task text is recorded; the broker's password never is; Docket's metrics are served for Prometheus."""
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
+    fake.script(
+        [Reply.tool(*kimi.write("w.txt", "W\n")), Reply.text_reply("traced remotely")], marker="OTEL-W"
+    )
+    password = redis_url.split(":")[2].split("@")[0]
+    metrics_port = free_port()
+    with OtlpReceiver() as otlp:
+        env = {
+            **kimi.env, "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_METRIC_EXPORT_INTERVAL": "200",
+        }  # fmt: skip
+        traced = KimiUnderTest(kimi.name, env, kimi.home)
+        worker = Worker(traced, redis_url, tmp_path, "w-otel", 300.0, "--metrics-port", str(metrics_port))
+        try:
+
+            async def body(client: Client):
+                args = {"task_description": "OTEL-W go", "work_dir": str(repo)}
+                return await call(client, "kimi_code_task", args)
+
+            result = served(traced, redis_url, repo, tmp_path / "server.log", body)
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as page:
+                scraped = page.read().decode()
+        finally:
+            assert worker.stop() == 0, worker.log.read_text()
+        assert result["success"] is True and result["worker"] == "w-otel", result
+        otlp.wait_for(lambda o: o.named("invoke_agent kimi") and o.named("kimi_mcp.worker_job"))
+        (job,) = otlp.named("invoke_agent kimi")
+        (call_span,) = [s for s in otlp.spans if s.span_id == job.parent_id]
+        (handoff,) = [s for s in otlp.named("kimi_mcp.handoff") if s.parent_id == job.span_id]
+        (on_worker,) = otlp.named("kimi_mcp.worker_job")
+        assert call_span.name == "tools/call kimi_code_task" and on_worker.parent_id == handoff.span_id
+        assert len({call_span.trace_id, job.trace_id, handoff.trace_id, on_worker.trace_id}) == 1
+        assert (call_span.service, job.service, on_worker.service) == (
+            "kimi-mcp",
+            "kimi-mcp",
+            "kimi-mcp-worker",
+        )
+        assert on_worker.attributes["kimi_mcp.worker"] == "w-otel"
+        assert job.attributes["kimi_mcp.worker"] == "w-otel" and job.attributes["kimi_mcp.status"] == "done"
+        for name in ("kimi.start", "kimi.turn", "kimi_mcp.diff"):
+            (span,) = otlp.named(name)
+            assert span.service == "kimi-mcp-worker" and span.parent_id == on_worker.span_id, name
+            assert span.trace_id == job.trace_id
+        assert "gen_ai.input.messages" not in job.attributes and "OTEL-W" not in otlp.strings()
+        assert password not in otlp.strings()
+    assert "docket_tasks_started" in scraped or "docket_tasks_started_total" in scraped, scraped[:2000]

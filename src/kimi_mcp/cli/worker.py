@@ -40,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a copy no job used this long goes from this machine, with Kimi's files of its conversation (the "
         "server keeps both: a later follow-up brings them back); default 86400 (a day)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Docket's Prometheus metrics (with kimi-mcp's when OpenTelemetry is configured) on this port "
+        "(Docket's --metrics-port; needs the otel extra)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import telemetry
 from .._logging import CLIENT, get_logger
 from ..errors import BadInput, KimiMCPError, SessionError
 from ..finish import result_class
@@ -61,6 +62,7 @@ class Job:
         self.activity = "waiting for a free Kimi slot"
         self.seq = 0  # bumped by every progress message (waiters relay what is new)
         self.result: TaskResult | None = None
+        self.otel: telemetry.JobTrace = telemetry.NO_TRACE  # its span (OpenTelemetry, when configured)
         self.published_screen = ""  # the screen last written to the store
         #: a question asked or answered, or Kimi's session id found: the manager records it at once
         self.on_change: Callable[[], None] = lambda: None
@@ -253,6 +255,7 @@ class JobManager:
             spec=self.mask({**spec.to_dict(), "executor": self.executor.name}), group=group,
         )  # fmt: skip
         job = Job(record, cls, scope)
+        job.otel = telemetry.job(job.job_id, spec, scope.redactor)
         job.watch.session_id = session_id
         job.on_change = lambda: self._record_now(job)
         with self._lock:
@@ -269,7 +272,7 @@ class JobManager:
 
     def _run(self, job: Job, spec: JobSpec, executor: Executor) -> None:
         try:
-            result = executor.run(spec, job_id=job.job_id, scope=job.scope, watch=job.watch)
+            result = job.otel.run(executor.run, spec, job_id=job.job_id, scope=job.scope, watch=job.watch)
         except KimiMCPError as exc:
             result = job.cls(success=False, workspace=job.workspace, error=ErrorInfo.from_exception(exc))
         except Exception as exc:  # a bug must still finish the job
@@ -298,6 +301,7 @@ class JobManager:
         except Exception:
             log.exception("could not record job %s", job.job_id)
         finally:
+            job.otel.finish(result, self.mask)
             job.done.set()
             with self._lock:
                 self._jobs.pop(job.job_id, None)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import worktree
+from .. import telemetry, worktree
 from .._logging import get_logger
 from ..errors import BadInput, BrokerError, KimiMCPError, SessionError, TaskCancelled
 from ..executors._base import Executor
@@ -87,7 +87,7 @@ class Remote(Executor):
         copy = _Copy(
             functools.partial(self._base_bundle, iso), iso.root / CONVERSATION_FILE, spec.copy is None
         )
-        answer = self._dispatch(request, copy, spec.session_id, scope, watch)
+        answer = telemetry.handoff(request, self._dispatch, request, copy, spec.session_id, scope, watch)
         return self._finish(spec, iso, request, answer, scope)
 
     def adoptable(self, job_id: str) -> bool:

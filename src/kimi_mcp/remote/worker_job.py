@@ -22,6 +22,7 @@ from typing import Any
 
 from docket import Progress
 
+from .. import telemetry
 from .._logging import get_logger
 from ..drivers import driver_class
 from ..errors import KimiMCPError, SessionError
@@ -92,7 +93,8 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
         if blob is not None:  # Redis holds a bundle per transfer, not per job in flight; a job run again
             await redis.delete(request["bundle"])  # elsewhere answers needs_copy and is sent it anew
         held = await redis.get(request["session"]) if request.get("session") else None
-        work = asyncio.ensure_future(asyncio.to_thread(_run, worker, request, blob, held, scope))
+        trace = telemetry.worker_job(request, worker.name, scope.redactor)  # continues the server's trace
+        work = asyncio.ensure_future(asyncio.to_thread(trace.run, _run, worker, request, blob, held, scope))
         try:
             await _relay(redis, job_id, scope, work, progress)
         finally:
@@ -101,6 +103,8 @@ async def run_job(request: dict[str, Any], progress: Progress = Progress()) -> d
                 broker.session_id_key(job_id),
             )  # fmt: skip
         answer = work.result()
+        if "result" in answer:
+            trace.finish(TaskResult.model_validate(answer["result"]))
         if answer.get("have"):  # what this worker holds now: later bundles leave it out
             key = broker.have_key(request["origin"], worker.name)
             await redis.sadd(key, *answer.pop("have"))

@@ -21,7 +21,7 @@ from typing import Any
 
 from docket import Worker
 
-from .. import config
+from .. import config, telemetry
 from .._logging import setup_logging
 from ..config import state_dir
 from ..executors import Runtime
@@ -60,8 +60,12 @@ def start(args: argparse.Namespace) -> int:
     settings = settings.model_copy(update={"max_concurrent": concurrency, "standby": "off"})
     setup_logging(settings.log_level, settings.log_file, [*configured_secrets(env), url])
     name = args.name or f"{socket.gethostname()}-{os.getpid()}"
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(url, name, concurrency, settings, env, args))
+    telemetry.setup("kimi-mcp-worker", env, content=settings.otel_content, prometheus_port=args.metrics_port)
+    try:
+        with contextlib.suppress(KeyboardInterrupt), telemetry.prometheus(args.metrics_port):
+            asyncio.run(serve(url, name, concurrency, settings, env, args))
+    finally:
+        telemetry.shutdown()  # what is pending goes out before the worker exits
     return 0
 
 

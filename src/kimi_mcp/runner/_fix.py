@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from .. import prompts
+from .. import prompts, telemetry
 from ..config import Settings
 from ..errors import KimiMCPError
 from ..models import FixRound, TaskResult, VerifyOutcome
@@ -129,7 +129,10 @@ class FixLoop:
         self.scope.progress(f"running verify_command (round {len(self.rounds)})")
         self.scope.pause()
         try:
-            return verify_in(self.workspace, command, self.timeout, cancel=self.scope.cancel, tail_chars=READ)
+            return telemetry.call(
+                "kimi_mcp.verify", verify_in, self.workspace, command, self.timeout,
+                cancel=self.scope.cancel, tail_chars=READ,
+            )  # fmt: skip
         finally:
             self.scope.resume()
 

@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Literal
 
-from .. import tracker
+from .. import telemetry, tracker
 from .._logging import get_logger
 from ..config import Settings, kimi_code_prefix
 from ..drivers import KimiInstall, check_node, find_binary, probe
@@ -186,7 +186,7 @@ class TaskRun:
             what = "the live Kimi session" if self.request.session_id else "a ready Kimi"
             self.progress(f"using {what} ({self.install.dialect} {self.install.version})")
         else:
-            self.session.start()
+            telemetry.call("kimi.start", self.session.start)
         self.watch.session_id = self.session.session_id or self.watch.session_id
         self.result.timings["startup"] = round(time.monotonic() - self.started, 3)
         self._next_standby(turn_done=False)
@@ -251,7 +251,7 @@ class TaskRun:
         diff_started = time.monotonic()
         try:
             with self._diff_lock:
-                changes = tracker.diff(before.result(), self.options)
+                changes = telemetry.call("kimi_mcp.diff", tracker.diff, before.result(), self.options)
             self.result.timings["changes"] = round(time.monotonic() - diff_started, 4)
             log.debug("change list from a %s walk (%s)", changes.method, changes.reason or "watched")
             if self.claim is not None and self.claim.shared:

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import telemetry
 from .._logging import get_logger
 from ..drivers.base import Driver, LoginOptions, ScreenState
 from ..errors import ApiError, SessionError, TaskCancelled, TaskTimeout
@@ -288,6 +289,9 @@ class KimiSession:
             raise SessionError(f"cannot submit a prompt in state {self.state.value}")
         self.state = State.WAITING
         self.wire.begin_turn(prompt)
+        return telemetry.turn(self.turns, lambda: self._watch(prompt, on_received))
+
+    def _watch(self, prompt: str, on_received: Callable[[], None] | None) -> TurnTrace:
         turn = self._turn(prompt, on_received)
         turn.watch()
         self.state = State.COLLECTED

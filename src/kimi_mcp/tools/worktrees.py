@@ -13,7 +13,7 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from .. import worktree
+from .. import telemetry, worktree
 from ..adapter.budget import result_json
 from ..adapter.client import error_text
 from ..adapter.isolation import copy_of
@@ -54,7 +54,10 @@ async def kimi_apply(
             return found
         record, copy_id = found
         copy = await anyio.to_thread.run_sync(worktree.load, backend.state_dir, copy_id)
-        applied = await anyio.to_thread.run_sync(worktree.apply, copy, list(paths) if paths else None)
+        apply = telemetry.traced(
+            "kimi_apply", worktree.apply, job_id=record.job_id
+        )  # a span under tools/call
+        applied = await anyio.to_thread.run_sync(apply, copy, list(paths) if paths else None)
     except KimiMCPError as exc:
         return _reply(ApplyResult(success=False, job_id=job_id, error=ErrorInfo.from_exception(exc)))
     result = ApplyResult(
