@@ -54,6 +54,7 @@ def test_mcp_add_as_the_readme_says_and_list_shows_connected(claude: ClaudeCode,
     assert wait_until_gone(kimi.home) == []
 
 
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # Claude Code meets the server, above the runner
 def test_code_task_result_claude_code_hands_its_model(
     claude: ClaudeCode,
     kimi: KimiUnderTest,
@@ -125,6 +126,9 @@ def test_an_error_result_says_alone_what_happened_and_what_to_do(
     assert wait_until_gone(kimi.home) == []
 
 
+@pytest.mark.parametrize(
+    "kimi", ["kimi-code"], indirect=True
+)  # Claude Code meets the server, above the runner
 def test_long_task_through_the_job_handles(
     claude: ClaudeCode,
     kimi: KimiUnderTest,

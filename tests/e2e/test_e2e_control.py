@@ -44,7 +44,9 @@ def answered_with(fake: FakeMoonshot) -> dict:
     return {}
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])  # input_required (2026-07-28), elicitation/create
+@pytest.mark.parametrize(  # input_required (2026-07-28), elicitation/create: each era with one dialect
+    ("kimi", "mode"), [("legacy", "auto"), ("kimi-code", "legacy")], indirect=["kimi"]
+)
 def test_a_form_answered_blue_reaches_the_model(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path, mode: str
 ) -> None:
@@ -224,7 +226,11 @@ def test_approvals_ask_forwards_a_shell_command_and_a_rejected_one_never_runs(
     assert shell["approval"] == "rejected"
 
 
-@pytest.mark.parametrize("mode", ["interrupt", "queue"])
+@pytest.mark.parametrize(  # Kimi's interrupt is the dialect's; a queued turn is the runner's: one dialect
+    ("kimi", "mode"),
+    [("legacy", "interrupt"), ("kimi-code", "interrupt"), ("legacy", "queue")],
+    indirect=["kimi"],
+)
 def test_interrupt_and_queue_send_the_message_as_the_next_turn_of_the_same_job(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path, mode: str
 ) -> None:

@@ -77,6 +77,9 @@ def test_a_queued_follow_up_asks_its_approvals_and_a_late_answer_is_refused(
     assert not processes_with_home(kimi.home)
 
 
+@pytest.mark.parametrize(
+    "kimi", ["kimi-code"], indirect=True
+)  # the runner's cap (the dialects' token counts: test_e2e_control)
 def test_a_queued_follow_ups_max_tokens_stops_the_turn_it_becomes(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ) -> None:

@@ -93,6 +93,7 @@ def test_fastmcp_client_creates_polls_and_cancels_a_task(
     assert wait_until_gone(kimi.home) == []
 
 
+@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # the task layer's (cancel: the test above)
 def test_a_client_gone_mid_task_stops_the_job_and_the_server(
     kimi: KimiUnderTest, env: dict[str, str], workspace: Path
 ):
