@@ -25,7 +25,6 @@ def fenced(payload: dict) -> Reply:
     return Reply.text_reply(f"Reviewed.\n\n```json\n{json.dumps(payload, indent=2)}\n```\n")
 
 
-@pytest.mark.parametrize("kimi", ["kimi-code"], indirect=True)  # one dialect: the review is above the runner
 def test_a_branch_is_reviewed_against_main_and_bad_ranges_are_refused(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ):
