@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,17 @@ def test_the_installed_plugin_serves_kimis_tools_and_its_commands_reach_them(
         for step in (("marketplace", "add", str(root)), ("install", "kimi-mcp@kimi-mcp")):
             done = claude.run("plugin", *step, timeout=120)
             assert done.returncode == 0, done.stdout + done.stderr
-        listed = lambda: log.exists() and "tools listed to the client" in log.read_text(errors="replace")  # noqa: E731
-        fake_anthropic.think_until(listed)
+
+        def listed(
+            times: int,
+        ) -> Callable[[], bool]:  # the plugin's server of the nth `claude -p` is connected
+            return lambda: (
+                log.exists() and log.read_text(errors="replace").count("tools listed to the client") >= times
+            )
+
+        fake_anthropic.think_until(
+            listed(1)
+        )  # a real model takes seconds too (see FakeAnthropic.think_until)
         fake_anthropic.script([Step.tool(PREFIX + "kimi_status", {}), Step.final("Kimi is ready.")])
         status = claude.run("-p", "/kimi-mcp:status", "--output-format", "json")
         assert status.returncode == 0 and json.loads(status.stdout)["result"] == "Kimi is ready.", (
@@ -96,7 +106,7 @@ def test_the_installed_plugin_serves_kimis_tools_and_its_commands_reach_them(
         )
 
         fake.script([Reply.tool(*kimi.write("hello.py", HELLO)), Reply.text_reply("Created hello.py.")])
-        fake_anthropic.think_until(None)
+        fake_anthropic.think_until(listed(2))
         fake_anthropic.script(
             [
                 Step.tool(PREFIX + "kimi_code_task", {"task_description": "Create hello.py"}),
