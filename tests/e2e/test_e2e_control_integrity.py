@@ -15,6 +15,7 @@ from fake_moonshot import COLOUR, FakeMoonshot, Reply
 from fastmcp import Client
 from kimi_env import KimiUnderTest
 from mcp_helpers import processes_with_home, transport
+from test_e2e_control import answered_with
 from test_e2e_prompt_integrity import hostile, seen, user_messages
 
 pytestmark = pytest.mark.e2e
@@ -24,19 +25,6 @@ LONG, SHORT = "L" * 3000, "L" * 30  # an answer takes at most 2,000 characters: 
 
 async def call(client: Client, tool: str, args: dict) -> dict:
     return (await client.call_tool(tool, args, raise_on_error=False)).structured_content
-
-
-def the_answer(fake: FakeMoonshot) -> str:
-    """The free-text answer the model got for the question (its AskUserQuestion result)."""
-    for request in fake.chat_requests():
-        for message in request["body"]["messages"]:
-            content = message.get("content")
-            if message.get("role") != "tool" or "answers" not in json.dumps(content):
-                continue
-            if isinstance(content, list):  # kimi-cli: [<system>User has answered.</system>, the JSON]
-                content = content[-1]["text"]
-            return json.loads(content)["answers"]["Which colour?"]
-    raise AssertionError("the model never got an answer")
 
 
 def test_hostile_answers_steers_and_queued_follow_ups_arrive_whole_and_run_nothing(
@@ -86,7 +74,9 @@ def test_hostile_answers_steers_and_queued_follow_ups_arrive_whole_and_run_nothi
     assert other["success"] is True and other["output"] == "clean", other
 
     expected = " ".join(seen("ANSWER-T", canary, "\t").replace(LONG, SHORT).split("\n")).replace("\t", " ")
-    assert the_answer(fake) == expected  # on one line, the stand-ins visible, nothing else changed
+    assert (
+        answered_with(fake)["answers"]["Which colour?"] == expected
+    )  # on one line, the stand-ins visible, nothing else changed
     texts = [m for r in fake.chat_requests() for m in user_messages(r["body"])]
     for tag in ("STEER-T", "QUEUED-T"):
         arrived = [t for t in texts if f"{tag}-END" in t]
