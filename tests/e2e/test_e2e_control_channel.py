@@ -6,6 +6,7 @@ reaches only the jobs in its roots, also a job of another server sharing the sto
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +85,15 @@ def test_a_queued_follow_ups_max_tokens_stops_the_turn_it_becomes(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
 ) -> None:
     """Each fake step reports 1020 tokens. The job has no limit; the follow-up queued on it says 1500: its
-    turn writes one.txt and is stopped once its second step's usage is logged."""
+    turn writes one.txt and is stopped once its second step's usage is logged. Stopping rejects the
+    approval panel two.txt's write shows, and Kimi asks the model again at once: the later replies stream
+    for seconds, as a real model's would, so that request is what the interrupt stops (with the fake's
+    instant replies Kimi got through three.txt's panel too before the key landed, under load)."""
     fake.script([Reply.tool(*kimi.shell("sleep 3")), Reply.text_reply("first")], marker="QT-1")
+    slow = {"token_delay": 1.5, "text": "writing the next file, slowly"}  # two chunks: 3 s
     fake.script(
-        [Reply.tool(*kimi.write(f"{n}.txt", "n\n")) for n in ("one", "two", "three", "four")],
+        [Reply.tool(*kimi.write(f"{n}.txt", "n\n")) for n in ("one", "two")]
+        + [dataclasses.replace(Reply.tool(*kimi.write(f"{n}.txt", "n\n")), **slow) for n in ("three", "four")],
         marker="QT-2",
     )
 

@@ -214,9 +214,11 @@ async def wait_for_job(ctx: Context, job: Job, wait_s: float | None, settings: S
             await anyio.sleep(0.25)
             now = time.monotonic()
             if job.seq != seen or now - last_sent >= HEARTBEAT_S:
+                # every step since the last notification, in one (progress must grow with each)
+                steps = job.progress_since(seen) if seen >= 0 else []
                 seen, last_sent = job.seq, now
                 elapsed = now - job.started
-                text = f"{job.activity} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
+                text = f"{' → '.join(steps or [job.activity])} ({elapsed:.0f}s of {settings.timeout:.0f}s)"
                 try:
                     await ctx.report_progress(
                         progress=round(elapsed, 1), total=settings.timeout, message=text

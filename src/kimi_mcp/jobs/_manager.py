@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 log = get_logger("jobs")
 
+RECENT = 4  # progress messages a job keeps for its waiters (each relayed, not only the latest)
 TICK = 1.0  # seconds between progress writes to the store (and looks for remote cancellations)
 DAY_S = 86_400.0  # the daily token budget's window
 
@@ -60,7 +62,9 @@ class Job:
         self.asking = threading.Event()  # set while a question waits for its answer (waiters return)
         self.watch = RunWatch()
         self.activity = "waiting for a free Kimi slot"
-        self.seq = 0  # bumped by every progress message (waiters relay what is new)
+        self.seq = 0  # bumped by every progress message and question change (waiters relay what is new)
+        self._recent: deque[tuple[int, str]] = deque(maxlen=RECENT)  # (seq, message), the newest last
+        self._recent_lock = threading.Lock()  # the runner's thread appends while a waiter reads
         self.result: TaskResult | None = None
         self.otel: telemetry.JobTrace = telemetry.NO_TRACE  # its span (OpenTelemetry, when configured)
         self.published_screen = ""  # the screen last written to the store
@@ -77,7 +81,15 @@ class Job:
 
     def on_progress(self, message: str) -> None:
         self.activity = message
-        self.seq += 1
+        with self._recent_lock:
+            self.seq += 1
+            self._recent.append((self.seq, message))
+
+    def progress_since(self, seq: int) -> list[str]:
+        """The progress messages after ``seq`` (the last ``RECENT`` of them), oldest first: a waiter that
+        looks every quarter second also relays a step that lasted less, e.g. a fix round's start."""
+        with self._recent_lock:
+            return [message for n, message in self._recent if n > seq]
 
     def _question_changed(self) -> None:
         self.seq += 1

@@ -182,3 +182,23 @@ def test_a_conversation_has_one_turn_at_a_time(manager: JobManager) -> None:
     assert first.done.wait(5) and other.done.wait(5)
     again = submit(manager, lambda _job: TaskResult(success=True), session_id="s-1")
     assert again.done.wait(5)
+
+
+def test_a_waiter_gets_every_step_since_it_last_looked_not_only_the_latest(manager: JobManager) -> None:
+    release = threading.Event()
+
+    def work(job):
+        release.wait(5)
+        return TaskResult(success=True, output="ok")
+
+    job = submit(manager, work)
+    seen = job.seq
+    for step in ("running verify_command (round 0)", "fix round 1 of 2", "prompt sent"):
+        job.on_progress(step)
+    assert job.progress_since(seen) == ["running verify_command (round 0)", "fix round 1 of 2", "prompt sent"]
+    assert job.progress_since(job.seq) == [] and job.activity == "prompt sent"
+    for n in range(manager_module.RECENT + 3):
+        job.on_progress(f"step {n}")
+    assert job.progress_since(seen) == [f"step {n}" for n in range(3, manager_module.RECENT + 3)]  # the newest
+    release.set()
+    assert job.done.wait(5)
