@@ -93,7 +93,9 @@ def test_a_queued_follow_ups_max_tokens_stops_the_turn_it_becomes(
     slow = {"token_delay": 1.5, "text": "writing the next file, slowly"}  # two chunks: 3 s
     fake.script(
         [Reply.tool(*kimi.write(f"{n}.txt", "n\n")) for n in ("one", "two")]
-        + [dataclasses.replace(Reply.tool(*kimi.write(f"{n}.txt", "n\n")), **slow) for n in ("three", "four")],
+        + [
+            dataclasses.replace(Reply.tool(*kimi.write(f"{n}.txt", "n\n")), **slow) for n in ("three", "four")
+        ],
         marker="QT-2",
     )
 

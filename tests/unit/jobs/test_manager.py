@@ -199,6 +199,8 @@ def test_a_waiter_gets_every_step_since_it_last_looked_not_only_the_latest(manag
     assert job.progress_since(job.seq) == [] and job.activity == "prompt sent"
     for n in range(manager_module.RECENT + 3):
         job.on_progress(f"step {n}")
-    assert job.progress_since(seen) == [f"step {n}" for n in range(3, manager_module.RECENT + 3)]  # the newest
+    assert job.progress_since(seen) == [
+        f"step {n}" for n in range(3, manager_module.RECENT + 3)
+    ]  # the newest
     release.set()
     assert job.done.wait(5)
