@@ -130,3 +130,36 @@ def test_a_client_gone_mid_task_stops_the_job_and_the_server(
     job = stored(env, created["taskId"])
     assert job.status == "interrupted" and job.result["error"]["retryable"] is True
     assert wait_until_gone(kimi.home, timeout=10) == []
+
+
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # the task layer's: above the runner
+def test_kimi_wait_runs_as_a_task_and_completes_with_the_groups_results(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """A Kimi call started as a task (its job in group "pair"), then ``kimi_wait`` on the group as a task
+    of its own: working while Kimi works, completed with the job's whole result once it is done."""
+    fake.script(
+        [Reply.tool(*kimi.write("pair.txt", "one\n")), Reply.text_reply("pair done " * 20, token_delay=0.05)]
+    )
+    env = {**kimi.env, "KIMI_MCP_STANDBY": "off", "KIMI_MCP_STATE_DIR": str(tmp_path / "state")}
+
+    async def body():
+        async with Client(
+            transport(env, workspace, tmp_path / "server.log"), extensions=[tasks_extension()]
+        ) as c:
+            args = {"task_description": "Write pair.txt", "work_dir": str(workspace), "group": "pair"}
+            job = await call_tool_task(c, "kimi_code_task", args)
+            wait = await call_tool_task(c, "kimi_wait", {"group": "pair", "until": "all", "wait_s": 300})
+            working = await wait.status()
+            result = await wait.result()
+            return job, wait, working, result
+
+    job, wait, working, result = asyncio.run(body())
+    assert wait.task_id.startswith("wait-") and working.status == "working", working  # Kimi was starting
+    assert working.status_message == "0 of 1 jobs finished"
+    reply = result.structured_content
+    assert result.is_error is False and reply["timed_out"] is False and reply["pending"] == []
+    (finished,) = reply["finished"]
+    assert finished["job_id"] == job.task_id and finished["group"] == "pair"
+    assert finished["files_created"] == ["pair.txt"] and finished["output"].startswith("pair done")
+    assert wait_until_gone(kimi.home) == []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ from pydantic import ConfigDict, Field
 
 from .._logging import CLIENT_EVENTS, get_logger
 from ..models import GOING
-from .submitted import SUBMITTED
+from .submitted import SUBMITTED, Gathering
 
 if TYPE_CHECKING:
     from fastmcp import Context
@@ -62,6 +63,7 @@ CANCEL_WAIT_S = 3.0  # tasks/cancel acknowledges once the job stopped, or after 
 KEEP_FINISHED = 64  # finished tasks kept in memory; older ones are answered from the job store
 STATUS_CHARS = 300  # a status message is one line a client shows as it is
 POLL_MS = int(TASK.poll_interval.total_seconds() * 1000)  # the Kimi tools' poll interval
+GATHER_PREFIX = "wait-"  # the id of a kimi_wait task (a job id never starts so)
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 
@@ -183,6 +185,30 @@ class Task:
         threading.Thread(target=refresh, name=f"kimi-task-{self.task_id}", daemon=True).start()
 
 
+@dataclass
+class GatherTask:
+    """A ``kimi_wait`` running as a task (:class:`.submitted.Gathering`): it has no job of its own, so its id
+    is its own (``wait-…``) and it lives in this server's memory only; cancelling it stops the wait, never
+    the jobs. Whether it is over is looked at on each ``tasks/get``."""
+
+    gathering: Gathering
+    task_id: str = field(default_factory=lambda: f"{GATHER_PREFIX}{uuid.uuid4().hex[:12]}")
+    created_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    cancelled: bool = False
+    poll_interval_ms: int = POLL_MS
+    done: bool = False  # the wait is over (set by :meth:`look`)
+
+    def finished(self) -> bool:
+        return self.done or self.cancelled
+
+    def look(self) -> tuple[TaskStatus, str]:
+        """The status and message now (a worker thread: it may read the job store)."""
+        if self.cancelled:
+            return "cancelled", "cancelled: the jobs go on (kimi_wait or kimi_job gathers them)"
+        self.done = self.done or self.gathering.over()
+        return ("completed", "done") if self.done else ("working", self.gathering.standing()[:STATUS_CHARS])
+
+
 # -- the extension --------------------------------------------------------------------------------------
 class JobTasks(ServerExtension):
     """The tasks extension for the tools declared with a task mode (:data:`TASK`: optional, so a call
@@ -193,7 +219,7 @@ class JobTasks(ServerExtension):
 
     def __init__(self, ttl_ms: int) -> None:
         self.ttl_ms = ttl_ms
-        self._tasks: dict[str, Task] = {}
+        self._tasks: dict[str, Task | GatherTask] = {}
         self._lock = threading.Lock()
 
     def methods(self) -> Sequence[MethodBinding]:
@@ -223,7 +249,12 @@ class JobTasks(ServerExtension):
             await context.set_state(SUBMITTED, None, serializable=False)
         if not pending:  # answered inline: an error, or the request for the client's roots
             return outcome
-        task = Task(pending[0].call, list(pending[0].jobs))
+        submitted = pending[0]
+        task: Task | GatherTask = (
+            GatherTask(submitted)
+            if isinstance(submitted, Gathering)
+            else Task(submitted.call, list(submitted.jobs))
+        )
         task.poll_interval_ms = int(tool.task_config.poll_interval.total_seconds() * 1000)
         with self._lock:
             finished = [key for key, kept in self._tasks.items() if kept.finished()]
@@ -231,10 +262,11 @@ class JobTasks(ServerExtension):
                 del self._tasks[key]
             self._tasks[task.task_id] = task
         log.info("%s runs as task %s", params.name, task.task_id)
+        message = "waiting for the jobs" if isinstance(task, GatherTask) else task.status_message()
         return CreateTaskResult(
             task_id=task.task_id, status="working", created_at=task.created_at,
             last_updated_at=task.created_at, ttl_ms=self.ttl_ms, poll_interval_ms=task.poll_interval_ms,
-            status_message=task.status_message(),
+            status_message=message,
         )  # fmt: skip
 
     # -- tasks/get, tasks/update, tasks/cancel ---------------------------------------------------------
@@ -249,13 +281,15 @@ class JobTasks(ServerExtension):
         """The server's backend (its tools must be loaded: they load at the first request)."""
         return _pipeline().current_backend(self.server)
 
-    async def _task(self, task_id: str) -> Task | None:
+    async def _task(self, task_id: str) -> Task | GatherTask | None:
         """The task, also one whose job this server adopted after the server that started it stopped (a
         worker runs it): a task outlives its server, like its job."""
         with self._lock:
             task = self._tasks.get(task_id)
         if task is not None:
             return task
+        if task_id.startswith(GATHER_PREFIX):  # a wait lives in memory only: see _stored
+            return None
 
         def adopted() -> Job | None:
             jobs = self._backend().jobs
@@ -276,6 +310,9 @@ class JobTasks(ServerExtension):
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> GetTaskResult:
         self._check(ctx)
         task = await self._task(params.task_id)
+        if isinstance(task, GatherTask):
+            await _relay_events(ctx, task.gathering.job_ids)
+            return await self._gathered(task)
         await _relay_events(ctx, [job.job_id for job in task.jobs] if task is not None else [params.task_id])
         if task is None:
             return await self._stored(params.task_id)
@@ -301,6 +338,18 @@ class JobTasks(ServerExtension):
             poll_interval_ms=task.poll_interval_ms, input_requests=requests,
         )  # fmt: skip
 
+    async def _gathered(self, task: GatherTask) -> GetTaskResult:
+        """``tasks/get`` of a wait: working while it waits, then completed with ``kimi_wait``'s reply."""
+        status, message = await anyio.to_thread.run_sync(task.look)
+        result = None
+        if status == "completed":
+            result = _call_tool_result(await anyio.to_thread.run_sync(task.gathering.reply))
+        return GetTaskResult(
+            task_id=task.task_id, status=status, status_message=message, result=result,
+            created_at=task.created_at, last_updated_at=datetime.now(UTC).isoformat(), ttl_ms=self.ttl_ms,
+            poll_interval_ms=task.poll_interval_ms,
+        )  # fmt: skip
+
     async def _stored(self, task_id: str) -> GetTaskResult:
         """A task this server no longer holds (finished long ago, or started before a restart): its job,
         from the job store."""
@@ -309,6 +358,12 @@ class JobTasks(ServerExtension):
             record = await anyio.to_thread.run_sync(backend.jobs.store.get, task_id)
         except Exception:  # no tools loaded yet, or no store: nothing to find
             record = None
+        if record is None and task_id.startswith(GATHER_PREFIX):
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Task {task_id} not found: a kimi_wait task lives in its server's memory only (gone "
+                "after a restart, or long finished); call kimi_wait again (its jobs are kept)",
+            )
         if record is None:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -341,6 +396,8 @@ class JobTasks(ServerExtension):
         if task is None:
             await self._stored(params.task_id)  # unknown: the same error as tasks/get
             return AckResult()
+        if isinstance(task, GatherTask):
+            return AckResult()  # a wait asks nothing (a job's question is in its reply's pending)
         response = params.input_responses.get(_questions().QUESTION_KEY)
         job = task.asking()
         if response is not None and job is not None and (info := job.question) is not None:
@@ -362,6 +419,9 @@ class JobTasks(ServerExtension):
         if task.finished():
             return AckResult()  # a finished task keeps its result
         task.cancelled = True
+        if isinstance(task, GatherTask):
+            log.info("wait task %s cancelled by the client (its jobs go on)", task.task_id)
+            return AckResult()
         for job in task.jobs:
             job.cancel.set()
         log.info("task %s cancelled by the client", task.task_id)

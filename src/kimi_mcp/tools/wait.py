@@ -4,6 +4,7 @@ the jobs' own events (``jobs.Join``), with the result budget shared among the fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Annotated, Literal
 
@@ -18,6 +19,8 @@ from pydantic import Field
 from ..adapter.budget import result_json, split_budget
 from ..adapter.client import budgeted, error_text
 from ..adapter.pipeline import Backend, Reply, current_backend
+from ..adapter.submitted import SUBMITTED, Gathering
+from ..adapter.tasks import TASK
 from ..errors import BadInput, KimiMCPError
 from ..jobs import Gathered, JobRecord, Join, Until
 from ..models import ErrorInfo, PendingJob, TaskResult, WaitResult
@@ -39,6 +42,7 @@ JobIds = Annotated[list[Annotated[str, Field(max_length=100)]], Field(max_length
     ),
     annotations=reads("Kimi: wait for jobs"),
     output_schema=WaitResult.model_json_schema(),
+    task=TASK,
 )
 async def kimi_wait(
     ctx: Context,
@@ -67,8 +71,30 @@ async def kimi_wait(
         return found
     records, notes = found
     join = Join(backend.jobs, records)
+    if (submitted := await ctx.get_state(SUBMITTED)) is not None:  # an MCP task: the extension waits
+        submitted.append(_gathering(backend, join, until, time.monotonic() + wait_s, notes))
+        return ToolResult(content=[])  # never sent: the tasks extension answers with the task
     timed_out = not await _gather(ctx, join, until, wait_s)
     return await anyio.to_thread.run_sync(_answer, backend, join, until, timed_out, notes)
+
+
+def _gathering(backend: Backend, join: Join, until: Until, end: float, notes: list[str]) -> Gathering:
+    """The wait as an MCP task's: over once ready for ``until`` or at ``end`` (monotonic); its reply is the
+    plain call's, built once."""
+
+    def over() -> bool:
+        return time.monotonic() >= end or join.look().ready(until)
+
+    def standing() -> str:
+        gathered = join.look()
+        return f"{len(gathered.finished)} of {len(gathered.standings)} jobs finished"
+
+    @functools.cache
+    def reply() -> ToolResult:
+        timed_out = time.monotonic() >= end
+        return _answer(backend, join, until, timed_out, notes)
+
+    return Gathering(list(join.records), over, standing, reply)
 
 
 async def _jobs_of(

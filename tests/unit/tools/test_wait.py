@@ -1,6 +1,7 @@
 """Groups and ``kimi_wait`` at the tool layer (FastMCP's in-memory client, a fake runner whose turns end when
 the test opens their gates): the join (``any``, ``all``, ``skip``, a question, a timeout, a job of another
-server), the result budget shared among finished results, a group's cancel, and bad input."""
+server), the result budget shared among finished results, a group's cancel, bad input, and ``kimi_wait`` run
+as an MCP task."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
+from fastmcp_tasks.client import _send_get
+from mcp.shared.exceptions import MCPError
+from task_client import call_tool_task, tasks_extension
 
 from kimi_mcp.adapter.budget import result_json, split_budget
 from kimi_mcp.adapter.pipeline import current_backend
@@ -265,3 +269,47 @@ def test_the_managers_condition_wakes_a_waiter_when_a_job_ends(workspace: Path) 
 
     job_id, jobs, seen, changed = asyncio.run(body())
     assert changed > seen and jobs.local(job_id) is None  # woken by its end (not the timeout)
+
+
+def test_kimi_wait_run_as_an_mcp_task_completes_with_the_waits_reply_and_a_cancel_leaves_the_jobs(
+    workspace: Path,
+) -> None:
+
+    fake = Gates("JOB-A", "JOB-B")
+
+    async def body():
+        server = create_server(Settings(), run=fake)
+        # the jobs are started by a client without the extension (with it, a Kimi call is a task too)
+        async with Client(server) as plain, Client(server, extensions=[tasks_extension()]) as client:
+            a, b = [await start(plain, workspace, m) for m in ("JOB-A", "JOB-B")]
+            task = await call_tool_task(client, "kimi_wait", {"group": "g1", "until": "all", "wait_s": 60})
+            working = await task.status()
+            fake.gates["JOB-A"].set()
+            await asyncio.sleep(0.3)
+            half = await task.status()
+            fake.gates["JOB-B"].set()
+            result = await task.result()
+            fake.gates["JOB-C"] = threading.Event()
+            d = await start(plain, workspace, "JOB-C", group="g2")
+            cancelled = await call_tool_task(client, "kimi_wait", {"job_ids": [d], "wait_s": 60})
+            await cancelled.cancel()
+            cancelled_status = await cancelled.status()
+            job_d = await tool(plain, "kimi_job", {"job_id": d, "action": "status"})
+            timing_out = await call_tool_task(client, "kimi_wait", {"job_ids": [d], "wait_s": 0.2})
+            timed_out = await timing_out.result()
+            fake.gates["JOB-C"].set()
+            with pytest.raises(MCPError, match="wait-nope not found.*memory only.*call kimi_wait again"):
+                await _send_get(client.session, "wait-nope")
+            return (a, b, d), task, working, half, result, cancelled_status, job_d, timed_out
+
+    (a, b, d), task, working, half, result, cancelled_status, job_d, timed_out = asyncio.run(body())
+    assert task.task_id.startswith("wait-") and task.create_result.status == "working"
+    assert working.status == "working" and working.status_message == "0 of 2 jobs finished"
+    assert half.status == "working" and half.status_message == "1 of 2 jobs finished"
+    reply = result.structured_content
+    assert result.is_error is False and reply["until"] == "all" and reply["timed_out"] is False
+    assert sorted(r["job_id"] for r in reply["finished"]) == sorted([a, b]) and reply["pending"] == []
+    assert cancelled_status.status == "cancelled"
+    assert job_d["status"] == "running"  # cancelling the wait left the job alone
+    late = timed_out.structured_content
+    assert late["timed_out"] is True and [p["job_id"] for p in late["pending"]] == [d]
