@@ -4,7 +4,10 @@ message still reaches the server. The record's key covers every input (the ``.en
 names, the tool settings, the package's files, the installed distributions), so a changed one is a new
 record; ``KIMI_MCP_FAST_CONNECT=false`` (in the environment or the ``.env``) records nothing; a list served
 from a record the server contradicts is followed by ``notifications/tools/list_changed``; and a start that
-fails after the recorded handshake answers the client's requests with the reason, not a dropped connection."""
+fails after the recorded handshake answers the client's requests with the reason, not a dropped connection.
+
+End to end: each test starts the real server process two to four times (about 2 s of CPU each), so they are
+e2e, out of the one-minute tier, though no Kimi is involved."""
 
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import INITIALIZE, SERVER, transport
+
+pytestmark = pytest.mark.e2e
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
