@@ -254,6 +254,17 @@ class JobStore(Database):
         )
         return int(rows[0][0])
 
+    def usage(self, since: float) -> builtins.list[tuple[str, str, int, float | None]]:
+        """Tokens (and cost, where ``KIMI_MCP_PRICES`` priced them) per UTC day and model of the jobs that
+        started since ``since`` (unix time): (YYYY-MM-DD, model or "", tokens, USD or None), oldest first."""
+        rows = self._query(
+            "SELECT date(started_at, 'unixepoch'), COALESCE(model, ''), SUM(tokens), "
+            "SUM(json_extract(result, '$.usage.cost_usd')) FROM jobs WHERE started_at >= ? "
+            "GROUP BY 1, 2 ORDER BY 1, 2",
+            (since,),
+        )
+        return [(day, model, int(tokens or 0), cost) for day, model, tokens, cost in rows]
+
     def screen(self, job_id: str) -> tuple[str, str | None] | None:
         """(status, the masked screen its owner published last) of a job, or None if it is unknown."""
         rows = self._query("SELECT status, screen FROM jobs WHERE job_id = ?", (job_id,))
