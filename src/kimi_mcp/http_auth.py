@@ -32,6 +32,10 @@ def http_auth(host: str, token: str | None) -> TokenVerifier | None:
     return StaticToken(validate=valid, client_id="kimi-mcp-http")
 
 
+def _dashboard(path: str) -> bool:
+    return path == DASHBOARD_PATH or path.startswith(DASHBOARD_PATH + "/")
+
+
 NO_TOKEN = (
     "kimi-mcp needs a bearer token on every HTTP request: send `Authorization: Bearer <token>` with the value "
     "of the server's KIMI_MCP_HTTP_TOKEN."
@@ -51,9 +55,13 @@ class StaticToken(DebugTokenVerifier):
         return [*super().get_middleware(), Middleware(_ExplainRefusal)]
 
 
+DASHBOARD_PATH = "/dashboard"  # the dashboard's own gate checks the same token there (its cookie too)
+
+
 class _ExplainRefusal:
     """Answers an unauthenticated request itself (after the authentication middleware looked at its
-    token), with a 401 that says what is missing or wrong."""
+    token), with a 401 that says what is missing or wrong; the dashboard's paths are left to the
+    dashboard, which requires the same token (as a bearer header, or the cookie its ``?token=`` set)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -63,6 +71,7 @@ class _ExplainRefusal:
             scope["type"] != "http"
             or scope.get("method") == "OPTIONS"
             or isinstance(scope.get("user"), AuthenticatedUser)
+            or _dashboard(scope.get("path", ""))
         ):
             await self.app(scope, receive, send)
             return

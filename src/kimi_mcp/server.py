@@ -30,7 +30,7 @@ from .config import (
     unknown_variables,
 )
 from .errors import KimiMCPError, SettingsError
-from .http_auth import http_auth
+from .http_auth import DASHBOARD_PATH, http_auth, required_token
 from .instructions import INSTRUCTIONS
 from .lazy_runner import LazyRunner
 from .secrets import configured_secrets
@@ -107,6 +107,8 @@ def serve(args: argparse.Namespace) -> None:
         settings = settings.model_copy(update={"tools": None})
         mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
     holder.append(mcp)
+    if args.http:
+        _mount_dashboard(mcp, settings, env, runner, required_token(args.host, settings.http_token))
     if problem is not None:
         print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
     atexit.register(runner.shutdown)  # also on paths that skip the finally below
@@ -134,6 +136,20 @@ def serve(args: argparse.Namespace) -> None:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()
             os._exit(128 + _signalled[0])
+
+
+def _mount_dashboard(
+    mcp: FastMCP, settings: Settings, env: dict[str, str], runner: LazyRunner, token: str | None
+) -> None:
+    """``--http`` also serves the dashboard at ``/dashboard``, behind the same token (loopback only without
+    one); discarding an isolated job there closes its live Kimi in this server first, as kimi_discard does."""
+    from starlette.routing import Mount  # the dashboard loads only with --http (start-up speed)
+
+    from .dashboard import Source, create_app
+
+    app = create_app(Source(settings, env, close_live=runner.close_live), token=token)
+    # FastMCP's custom_route() registers a Route; a Mount joins the same list of the app's extra routes
+    mcp._additional_http_routes.append(Mount(DASHBOARD_PATH, app=app))
 
 
 def _prune_copies(mcp: FastMCP) -> None:

@@ -52,7 +52,9 @@ def serve(args: argparse.Namespace, settings: object, env: dict[str, str], token
 
         webbrowser.open(url + (f"?token={token}" if token else ""))
     server = uvicorn.Server(
-        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
+        uvicorn.Config(
+            app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"
+        )
     )
     try:
         server.run()

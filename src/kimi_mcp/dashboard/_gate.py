@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 from urllib.parse import urlencode
 
-from starlette.datastructures import URL, Headers
+from starlette.datastructures import URL, Headers, QueryParams
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -93,18 +93,19 @@ class Gate:
             host = Headers(scope=scope).get("host", "")
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             return None if is_loopback(name) else PlainTextResponse(NOT_LOOPBACK, 403, headers=HEADERS)
-        url = URL(scope=scope)
-        given = url.query_params.get("token")
+        params = QueryParams(scope.get("query_string", b""))
+        given = params.get("token")
         if given is not None and token_matches(given, self.token):
-            return self._set_cookie(scope, url)
+            return self._set_cookie(scope, params)
         offered = offered_token(scope)
         if offered is not None and token_matches(offered, self.token):
             return None
         return PlainTextResponse(NO_TOKEN, 401, headers={**HEADERS, "www-authenticate": "Bearer"})
 
-    def _set_cookie(self, scope: Scope, url: URL) -> Response:
+    def _set_cookie(self, scope: Scope, params: QueryParams) -> Response:
         """The same page without ``?token=``, and the cookie that stands for the token from now on."""
-        query = urlencode([(k, v) for k, v in url.query_params.multi_items() if k != "token"])
+        url = URL(scope=scope)
+        query = urlencode([(k, v) for k, v in params.multi_items() if k != "token"])
         redirect = RedirectResponse(url.path + (f"?{query}" if query else ""), 303, headers=HEADERS)
         assert self.token is not None
         root = scope.get("root_path", "") or "/"
