@@ -253,3 +253,34 @@ def test_off_loopback_the_page_and_its_events_need_the_token(tmp_path: Path, pag
         expect(page.locator("h1")).to_have_text("Jobs")
         (cookie,) = page.context.cookies()
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["value"] == TOKEN
+
+
+def test_the_http_transport_serves_the_dashboard_behind_its_bearer_token(
+    tmp_path: Path, page: Page, home: Path
+) -> None:
+    port = free_port()
+    env = {
+        "PATH": str(Path(SERVER).parent) + ":/usr/bin:/bin",
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(tmp_path),
+    }
+    env["KIMI_MCP_HTTP_TOKEN"] = TOKEN
+    with open(tmp_path / "server.log", "a") as out:
+        proc = subprocess.Popen([SERVER, "--http", "--port", str(port)], env=env, stderr=out)
+    try:
+        wait_listening("127.0.0.1", port, proc)
+        url = f"http://127.0.0.1:{port}"
+        assert page.request.get(url + "/dashboard/").status == 401
+        assert page.request.get(url + "/dashboard/events/jobs").status == 401
+        assert (
+            page.request.get(url + "/dashboard/", headers={"Authorization": f"Bearer {TOKEN}"}).status == 200
+        )
+        page.goto(f"{url}/dashboard/usage?token={TOKEN}")
+        assert page.url == f"{url}/dashboard/usage"
+        expect(page.locator("h1")).to_have_text("Usage")
+        page.get_by_role("link", name="Jobs").first.click()
+        expect(page.locator("tbody#jobs")).to_contain_text("No jobs.")
+        assert page.request.post(url + "/mcp", data="{}").status == 401  # the cookie opens the dashboard only
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
