@@ -40,7 +40,7 @@ def page(base: str, title: str, body: str, *, csrf: str, scripts: tuple[str, ...
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(title)} · kimi-mcp</title>"
         f"<meta name=\"htmx-config\" content='{escape(HTMX_CONFIG)}'>"
-        f'<meta name="csrf-token" content="{escape(csrf)}">'
+        f'<meta name="csrf-token" content="{escape(csrf)}"><link rel="icon" href="data:,">'
         f'<link rel="stylesheet" href="{static}dashboard.css">{styles}{tags}</head><body>'
         f'<header><a class="brand" href="{base}/">kimi-mcp</a><nav><a href="{base}/">Jobs</a>'
         f'<a href="{base}/usage">Usage</a></nav></header><main>{body}</main></body></html>'
