@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -20,6 +18,7 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__, telemetry
 from ._logging import CLIENT, setup_logging
+from ._malloc import limit_malloc_arenas
 from .config import (
     ConfigError,
     Settings,
@@ -59,24 +58,9 @@ def create_server(
     return mcp
 
 
-def _limit_malloc_arenas(arenas: int = 2) -> None:
-    """glibc gives each thread that allocates its own malloc arena (up to 8 per core), and freed memory
-    stays resident per arena; the server's threads (tool calls, tracker, sessions) allocate little, so
-    two arenas keep its RSS down. A no-op off glibc (the same as MALLOC_ARENA_MAX=2)."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "mallopt") and hasattr(libc, "gnu_get_libc_version"):
-            libc.mallopt(-8, arenas)  # M_ARENA_MAX
-    except OSError:
-        pass
-
-
 def serve(args: argparse.Namespace) -> None:
     """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``)."""
-    _limit_malloc_arenas()
+    limit_malloc_arenas()
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     settings, problem = configured()

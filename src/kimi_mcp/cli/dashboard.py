@@ -40,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
 def serve(args: argparse.Namespace, settings: object, env: dict[str, str], token: str | None) -> int:
     import uvicorn  # loaded only to serve (start-up speed)
 
+    from .._malloc import limit_malloc_arenas
     from ..dashboard import Source, create_app
+
+    limit_malloc_arenas()  # its worker threads read the store: two arenas keep its RSS down
 
     source = Source(settings, env)  # type: ignore[arg-type]
     app = create_app(source, token=token)
