@@ -1,7 +1,7 @@
 """``kimi-mcp dashboard``: serve the web dashboard (``kimi_mcp.dashboard``) over the job store a server
 started here would use, until Ctrl-C. On loopback by default; any other host needs ``KIMI_MCP_HTTP_TOKEN``
-(the rule of ``--http``). ``--open`` opens it in the browser (with the token once, as ``?token=``, which
-the page trades for a cookie).
+(the rule of ``--http``). ``--open`` opens it in the browser (without the token, which would show on the
+browser's command line: a browser presents it once as ``?token=``, which the page trades for a cookie).
 
 Exit status 0 on Ctrl-C; 2 when the host is refused (off loopback without a token, or a token too short);
 1 when the port cannot be bound. Imported to build ``--help``: nothing heavy at module level.
@@ -50,10 +50,14 @@ def serve(args: argparse.Namespace, settings: object, env: dict[str, str], token
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"
     print(f"kimi-mcp dashboard: {url} (Ctrl-C stops it)", file=sys.stderr, flush=True)
+    if token:
+        print(
+            "kimi-mcp dashboard: open it once with ?token=<KIMI_MCP_HTTP_TOKEN>", file=sys.stderr, flush=True
+        )
     if args.open:
         import webbrowser
 
-        webbrowser.open(url + (f"?token={token}" if token else ""))
+        webbrowser.open(url)  # never with the token: a browser's command line is visible to every local user
     server = uvicorn.Server(
         uvicorn.Config(
             app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off"

@@ -29,11 +29,12 @@ class ChangeView:
 
 
 def parts(
-    base: str, record: JobRecord, screen: str | None, change: ChangeView | None, csrf: str
+    base: str, record: JobRecord, screen: str | None, change: ChangeView | None, csrf: str, worker: str = ""
 ) -> dict[str, str]:
-    """The page's replaceable parts, by the name of the event that replaces each."""
+    """The page's replaceable parts, by the name of the event that replaces each (``worker``: the broker's
+    worker that runs or ran it)."""
     return {
-        "head": head(base, record, csrf),
+        "head": head(base, record, csrf, worker),
         "question": question(base, record, csrf),
         "screen": screen_text(record, screen),
         "result": result(base, record, change, csrf),
@@ -54,7 +55,7 @@ def body(base: str, record: JobRecord, parts_: dict[str, str], said: str) -> str
     )
 
 
-def head(base: str, record: JobRecord, csrf: str) -> str:
+def head(base: str, record: JobRecord, csrf: str, worker: str = "") -> str:
     """Status, where and how it runs, its progress; a cancel button while it is unfinished."""
     progress = record.progress or {}
     took = elapsed(record.duration_s or 0.0)
@@ -70,6 +71,8 @@ def head(base: str, record: JobRecord, csrf: str) -> str:
         ("Tokens", human_tokens(record.tokens)),
         ("Started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started_at)) + f" ({took})"),
         ("Session", text(record.session_id or "")),
+        ("Server", f"pid {text(record.owner.partition(':')[0])}"),
+        ("Worker", text(worker)),
     ]
     if progress.get("activity"):
         rows.append(("Activity", text(progress["activity"])))

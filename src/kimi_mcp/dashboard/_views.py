@@ -68,7 +68,15 @@ class Views:
         seen = self.source.store.screen(record.job_id)
         screen = self.source.mask(seen[1]) if seen and seen[1] else None
         change = self.change(record)
-        return _job_page.parts(base, record, screen, change, self.csrf), record.status in FINISHED
+        parts = _job_page.parts(base, record, screen, change, self.csrf, self.worker(record))
+        return parts, record.status in FINISHED
+
+    def worker(self, record: JobRecord) -> str:
+        """The broker's worker that ran the job (from its result), or that a running job was sent to one."""
+        if record.result is not None:
+            return str(record.result.get("worker") or "")
+        spec = self.source.store.spec(record.job_id) or {}
+        return "a worker of the broker (KIMI_MCP_BROKER)" if spec.get("executor") == "remote" else ""
 
     def change(self, record: JobRecord) -> _job_page.ChangeView | None:
         """A finished isolated job's change (diffed in its copy, masked), or None for any other job."""
