@@ -219,3 +219,33 @@ def test_usage_sums_tokens_and_cost_per_day_and_model(store: JobStore) -> None:
     assert len(data["days"]) == 30 and data["daily"] == 1000
     assert data["models"]["k2"][-1] == 150 and data["models"]["turbo"][-1] == 7
     assert data["cost"][-1] == 0.75 and data["cost"][0] is None
+
+
+# -- a job's page -----------------------------------------------------------------------------------------
+def test_an_approval_a_multi_select_question_and_a_priced_result_render_as_their_forms() -> None:
+    from kimi_mcp.dashboard._job_page import head, question
+    from kimi_mcp.jobs import JobRecord
+
+    def job(status: str, asked: dict | None, result: dict | None = None) -> JobRecord:
+        return JobRecord(
+            job_id="job_1", tool="kimi_code_task", workspace="/w", read_only=False, status=status,
+            session_id=None, arguments={}, owner="12:34", started_at=time.time(), finished_at=None, summary="",
+            progress=None, result=result, cancel_requested=False, question=asked,
+        )  # fmt: skip
+
+    approval = {"id": "a1", "kind": "approval", "text": "Run `touch x`?", "free_text": False,
+                "options": [{"label": "approve"}, {"label": "reject"}]}  # fmt: skip
+    form = question("", job("waiting", approval), CSRF)
+    assert "Kimi asks for your approval" in form and 'name="other"' not in form
+    assert 'name="answer" value="approve"' in form and 'name="answer" value="reject"' in form
+    assert f'name="csrf" value="{CSRF}"' in form and 'name="question_id" value="a1"' in form
+    multi = {"id": "m1", "text": "Which?", "multi_select": True, "options": [{"label": "A"}, {"label": "B"}]}
+    form = question("", job("waiting", multi), CSRF)
+    assert (
+        form.count('type="checkbox" name="answer"') == 2 and 'name="pick"' in form and 'name="other"' in form
+    )
+    assert question("", job("running", approval), CSRF) == ""  # only a waiting job asks
+    priced = job("done", None, {"usage": {"input_tokens": 1, "output_tokens": 1, "cost_usd": 0.0123}})
+    shown = head("", priced, CSRF)
+    assert "(0.0123 USD)" in shown and 'id="cancel"' not in shown  # a finished job is not cancelled
+    assert 'id="cancel"' in head("", job("running", None), CSRF)

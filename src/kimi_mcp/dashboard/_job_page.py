@@ -68,7 +68,7 @@ def head(base: str, record: JobRecord, csrf: str, worker: str = "") -> str:
         ("Workspace", f"<code>{text(record.workspace)}</code>"),
         ("Model", text(record.model or "default")),
         ("Group", text(record.group or "")),
-        ("Tokens", human_tokens(record.tokens)),
+        ("Tokens", human_tokens(record.tokens) + _cost(record.result)),
         ("Started", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started_at)) + f" ({took})"),
         ("Session", text(record.session_id or "")),
         ("Server", f"pid {text(record.owner.partition(':')[0])}"),
@@ -86,6 +86,12 @@ def head(base: str, record: JobRecord, csrf: str, worker: str = "") -> str:
             '<button class="danger" id="cancel">Cancel</button></form>'
         )
     return f'<dl class="facts">{cells}</dl>{cancel}'
+
+
+def _cost(result: dict[str, Any] | None) -> str:
+    """`` (0.0123 USD)`` where ``KIMI_MCP_PRICES`` priced the finished job, else nothing."""
+    cost = ((result or {}).get("usage") or {}).get("cost_usd")
+    return f" ({cost:.4f} USD)" if isinstance(cost, int | float) else ""
 
 
 def question(base: str, record: JobRecord, csrf: str) -> str:
