@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from .jobs import fail
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     return serve(args, settings, env, token)
 
 
-def serve(args: argparse.Namespace, settings: object, env: dict[str, str], token: str | None) -> int:
+def serve(args: argparse.Namespace, settings: Settings, env: dict[str, str], token: str | None) -> int:
+    """Serve the dashboard over ``settings``' job store until Ctrl-C: 0; 1 if it could not start."""
     import uvicorn  # loaded only to serve (start-up speed)
 
     from .._malloc import limit_malloc_arenas
@@ -45,7 +50,7 @@ def serve(args: argparse.Namespace, settings: object, env: dict[str, str], token
 
     limit_malloc_arenas()  # its worker threads read the store: two arenas keep its RSS down
 
-    source = Source(settings, env)  # type: ignore[arg-type]
+    source = Source(settings, env)
     app = create_app(source, token=token)
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}/"

@@ -87,10 +87,8 @@ def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int) -> str:
             "Question / summary",
         )
     )
-    more = (
-        f'<p class="more">The newest {limit} jobs. <a href="?{escape(query.replace(f"limit={limit}", "limit=1000"))}">'
-        "Show 1000</a></p>"
-    )
+    every = urlencode({k: v for k, v in {**filters, "limit": "1000"}.items() if v})
+    more = f'<p class="more">The newest {limit} jobs. <a href="?{escape(every)}">Show 1000</a></p>'
     return (
         f'<h1>Jobs</h1>{form}<table class="jobs"><thead><tr>{head}</tr></thead>'
         f'<tbody id="jobs" hx-ext="sse" sse-connect="{base}/events/jobs?{escape(query)}" sse-swap="jobs">'
