@@ -249,3 +249,23 @@ def test_an_approval_a_multi_select_question_and_a_priced_result_render_as_their
     shown = head("", priced, CSRF)
     assert "(0.0123 USD)" in shown and 'id="cancel"' not in shown  # a finished job is not cancelled
     assert 'id="cancel"' in head("", job("running", None), CSRF)
+
+
+def test_free_text_wins_over_the_button_enter_pressed_and_an_empty_answer_is_refused(
+    source: Source, store: JobStore
+) -> None:
+    job_id = waiting_job(store)
+    app = create_app(source, token=None, csrf=CSRF)
+    typed = urlencode(
+        {"answer": "Red", "other": "purple, please", "question_id": "q1", "csrf": CSRF}
+    ).encode()
+    assert request(app, "POST", f"/job/{job_id}/answer", body=typed)[0] == 303
+    assert store.take_sent(job_id) == [("answer", {"picks": [], "text": "purple, please", "question": "q1"})]
+    empty = urlencode({"other": " ", "question_id": "q1", "csrf": CSRF}).encode()
+    status, headers, _ = request(app, "POST", f"/job/{job_id}/answer", body=empty)
+    assert (
+        status == 303
+        and "failed=1" in dict(headers)["location"]
+        and "needs+an+answer" in dict(headers)["location"]
+    )
+    assert store.take_sent(job_id) == []
