@@ -52,9 +52,16 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page; what it logged as errors (a script failing, a Content-Security-Policy violation) fails
+    the test."""
     context = browser.new_context()
-    yield context.new_page()
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield opened
     context.close()
+    assert not [e for e in errors if "401" not in e and "403" not in e], errors  # refusals are the tests' own
 
 
 def free_port() -> int:
@@ -64,9 +71,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dashboard(env: dict[str, str], log: Path, *, host: str = "127.0.0.1", token: str | None = None):
+def dashboard(
+    env: dict[str, str], log: Path, page: Page, *, host: str = "127.0.0.1", token: str | None = None
+):
     """``kimi-mcp dashboard`` on a free port, over the store of the servers started with ``env``; yields
-    its address as a browser on this machine reaches it."""
+    its address as a browser on this machine reaches it. ``page`` leaves it before it stops (its event
+    stream cut by the server would be an error of the page)."""
     port = free_port()
     env = {**env, **({"KIMI_MCP_HTTP_TOKEN": token} if token else {})}
     with open(log, "a") as out:
@@ -79,6 +89,7 @@ def dashboard(env: dict[str, str], log: Path, *, host: str = "127.0.0.1", token:
         wait_listening(reach, port, proc)
         yield url
     finally:
+        page.goto("about:blank")
         proc.terminate()
         proc.wait(timeout=10)
 
@@ -162,7 +173,7 @@ def test_a_running_job_is_listed_its_screen_changes_and_a_clicked_answer_reaches
     )
     thinking.chunk_chars = 6  # about 3.6 s of streamed text before the question: the screen changes
     fake.script([thinking, Reply.text_reply("painting it blue")], marker="DASH-ASK")
-    with dashboard(kimi.env, tmp_path / "dashboard.log") as url:
+    with dashboard(kimi.env, tmp_path / "dashboard.log", page) as url:
         page.goto(url + "/")
         expect(page.locator("tbody#jobs")).to_contain_text("No jobs.")
         call = Call(
@@ -194,7 +205,7 @@ def test_cancel_on_the_page_stops_a_running_job(
     kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path, page: Page
 ) -> None:
     fake.script([Reply.hang()], marker="DASH-HANG")
-    with dashboard(kimi.env, tmp_path / "dashboard.log") as url:
+    with dashboard(kimi.env, tmp_path / "dashboard.log", page) as url:
         call = Call(
             kimi, workspace, tmp_path / "server.log", "kimi_code_task", {"task_description": "DASH-HANG"}
         )
@@ -223,7 +234,7 @@ def test_apply_on_the_page_puts_an_isolated_jobs_file_in_the_workspace(
     job_id = call.job_id()
     assert call.result()["status"] == "done"
     assert not (workspace / "new.py").exists()  # isolated: the tree is untouched until Apply
-    with dashboard(kimi.env, tmp_path / "dashboard.log") as url:
+    with dashboard(kimi.env, tmp_path / "dashboard.log", page) as url:
         page.goto(f"{url}/job/{job_id}")
         expect(page.locator("ul.changes")).to_contain_text("new.py")
         expect(page.locator(".diff .d2h-file-wrapper")).to_contain_text("print('new')")  # diff2html drew it
@@ -243,7 +254,7 @@ def test_off_loopback_the_page_and_its_events_need_the_token(tmp_path: Path, pag
     refused = subprocess.run([SERVER, "dashboard", "--host", "0.0.0.0", "--port", str(free_port())], env=env,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert refused.returncode == 2 and "KIMI_MCP_HTTP_TOKEN" in refused.stderr
-    with dashboard(env, tmp_path / "dashboard.log", host="0.0.0.0", token=TOKEN) as url:
+    with dashboard(env, tmp_path / "dashboard.log", page, host="0.0.0.0", token=TOKEN) as url:
         shown = page.goto(url + "/")
         assert shown is not None and shown.status == 401
         assert "needs the token" in page.content()
@@ -282,9 +293,11 @@ def test_the_http_transport_serves_the_dashboard_behind_its_bearer_token(
         page.goto(f"{url}/dashboard/usage?token={TOKEN}")
         assert page.url == f"{url}/dashboard/usage"
         expect(page.locator("h1")).to_have_text("Usage")
+        expect(page.locator("canvas#usage-chart")).to_be_visible()  # Chart.js drew it (no script error)
         page.get_by_role("link", name="Jobs").first.click()
         expect(page.locator("tbody#jobs")).to_contain_text("No jobs.")
         assert page.request.post(url + "/mcp", data="{}").status == 401  # the cookie opens the dashboard only
     finally:
+        page.goto("about:blank")
         proc.terminate()
         proc.wait(timeout=10)
