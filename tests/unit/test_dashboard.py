@@ -269,3 +269,12 @@ def test_free_text_wins_over_the_button_enter_pressed_and_an_empty_answer_is_ref
         and "needs+an+answer" in dict(headers)["location"]
     )
     assert store.take_sent(job_id) == []
+
+
+def test_the_table_names_a_finished_jobs_worker_and_cost(source: Source, store: JobStore) -> None:
+    record = store.create(tool="kimi_ask", workspace="/w", read_only=True, arguments={}, owner="1:1")
+    usage = {"input_tokens": 10, "output_tokens": 5, "cost_usd": 0.0421}
+    store.finish(record.job_id, status="done", result={"usage": usage, "worker": "box-7"}, summary="ok")
+    _, _, listing = request(create_app(source, token=None, csrf=CSRF), "GET", "/")
+    row = listing[listing.index(f'<tr data-job="{record.job_id}"') :].split("</tr>")[0]
+    assert "<td>box-7</td>" in row and ">0.0421</td>" in row and ">15</td>" in row

@@ -82,7 +82,9 @@ def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int) -> str:
             "Group",
             "Workspace",
             "Model",
+            "Worker",
             "Tokens",
+            "Cost",
             "Age",
             "Question / summary",
         )
@@ -96,15 +98,24 @@ def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int) -> str:
     )
 
 
-def job_rows(base: str, records: list[JobRecord], *, home: str, now: float | None = None) -> str:
-    """The table's rows (masked records): a waiting job's question marked, else its summary."""
+def job_rows(
+    base: str,
+    records: list[JobRecord],
+    spent: dict[str, tuple[float | None, str | None]] | None = None,
+    *,
+    home: str,
+    now: float | None = None,
+) -> str:
+    """The table's rows (masked records; ``spent``: a finished job's cost and worker): a waiting job's
+    question marked, else its summary."""
     now = time.time() if now is None else now
     if not records:
-        return '<tr><td colspan="9" class="empty">No jobs.</td></tr>'
-    return "".join(_row(base, r, home, now) for r in records)
+        return '<tr><td colspan="11" class="empty">No jobs.</td></tr>'
+    spent = spent or {}
+    return "".join(_row(base, r, spent.get(r.job_id, (None, None)), home, now) for r in records)
 
 
-def _row(base: str, r: JobRecord, home: str, now: float) -> str:
+def _row(base: str, r: JobRecord, spent: tuple[float | None, str | None], home: str, now: float) -> str:
     waiting = r.status == "waiting" and r.question
     said = (
         f'<span class="asks">? {text((r.question or {}).get("text", ""))}</span>'
@@ -119,7 +130,9 @@ def _row(base: str, r: JobRecord, home: str, now: float) -> str:
         f"<td>{text(r.group or '')}</td>",
         f'<td title="{text(r.workspace)}">{text(short_path(r.workspace, home))}</td>',
         f"<td>{text(r.model or '')}</td>",
+        f"<td>{text(spent[1] or '')}</td>",
         f'<td class="num">{human_tokens(r.tokens)}</td>',
+        f'<td class="num">{"" if spent[0] is None else f"{spent[0]:.4f}"}</td>',
         f'<td class="num">{human_age(now - r.started_at)}</td>',
         f"<td class=summary>{said}</td>",
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import config
 from ..errors import BadInput
-from ..jobs import STORE_FILE, JobManager, JobRecord, JobStore
+from ..jobs import FINISHED, STORE_FILE, JobManager, JobRecord, JobStore
 from ..secrets import Redactor, configured_secrets
 
 UNKNOWN_JOB = "The jobs page lists the recent jobs; a finished job is kept for KIMI_MCP_JOB_TTL_DAYS."
@@ -37,6 +37,7 @@ class Source:
         #: a job another server runs (this manager runs none)
         self.jobs = JobManager(self.state_dir / STORE_FILE, ttl_days=math.inf, mask=self.redactor.mask_tree)
         self.close_live = close_live
+        self._finished: dict[str, tuple[float | None, str | None]] = {}  # job_id → (cost, worker): final
 
     @property
     def store(self) -> JobStore:
@@ -58,6 +59,14 @@ class Source:
             self.jobs.settle_orphans()
             records = self.store.list(**query)
         return records
+
+    def cost_and_worker(self, records: list[JobRecord]) -> dict[str, tuple[float | None, str | None]]:
+        """(cost in USD, worker) of each finished job of ``records``, read from their results once."""
+        missing = [r.job_id for r in records if r.status in FINISHED and r.job_id not in self._finished]
+        if missing:
+            found = self.store.cost_and_worker(missing)
+            self._finished.update({job_id: found.get(job_id, (None, None)) for job_id in missing})
+        return {r.job_id: self._finished[r.job_id] for r in records if r.job_id in self._finished}
 
     def record(self, job_id: str) -> JobRecord:
         """One job with its result (``BadInput`` if there is none by that id), as ``kimi_job`` finds it."""

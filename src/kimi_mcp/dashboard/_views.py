@@ -56,8 +56,9 @@ class Views:
         if query["workspace"]:  # as `kimi-mcp jobs --workspace` takes it
             query["workspace"] = str(Path(query["workspace"]).expanduser().resolve())
         records = self.source.listing(limit=limit, **query)
+        spent = self.source.cost_and_worker(records)
         home = str(Path.home())
-        return _render.job_rows(base, [self.masked(r) for r in records], home=home)
+        return _render.job_rows(base, [self.masked(r) for r in records], spent, home=home)
 
     def look(self, base: str, job_id: str) -> tuple[dict[str, str], bool]:
         """A job's page parts now, and whether the job has finished (they will not change any more)."""
