@@ -1,4 +1,5 @@
-"""Who may use the HTTP transport: loopback only, unless a bearer token is configured.
+"""Who may use the HTTP transport: loopback only, unless a bearer token is configured (the rule:
+``http_token``, shared with ``kimi-mcp dashboard``).
 
 The token (``KIMI_MCP_HTTP_TOKEN``) is checked by FastMCP's own token verifier with a constant-time
 comparison; it is never logged. Browser ``Origin``/``Host`` protection stays on for loopback hosts.
@@ -6,8 +7,6 @@ comparison; it is never logged. Browser ``Origin``/``Host`` protection stays on 
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 
 from fastmcp.server.auth import TokenVerifier
@@ -16,41 +15,25 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .config import ConfigError
+from .http_token import MIN_TOKEN_CHARS, is_loopback, required_token, token_matches
 
-MIN_TOKEN_CHARS = 16
-
-
-def is_loopback(host: str) -> bool:
-    name = host.strip().strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+__all__ = ["MIN_TOKEN_CHARS", "http_auth", "is_loopback", "required_token"]
 
 
 def http_auth(host: str, token: str | None) -> TokenVerifier | None:
     """The verifier for ``--http`` on ``host``; ConfigError when the combination is unsafe."""
-    token = (token or "").strip() or None
-    if token is None:
-        if is_loopback(host):
-            return None
-        raise ConfigError(
-            f"refusing to serve HTTP on {host} without authentication: every tool (shell commands in your "
-            "workspace included) would be open to anyone who can reach the port. Set KIMI_MCP_HTTP_TOKEN "
-            f"(at least {MIN_TOKEN_CHARS} characters, e.g. `openssl rand -hex 32`) and give clients "
-            "`Authorization: Bearer <token>`, or serve on 127.0.0.1."
-        )
-    if len(token) < MIN_TOKEN_CHARS:
-        raise ConfigError(f"KIMI_MCP_HTTP_TOKEN is too short: use at least {MIN_TOKEN_CHARS} characters")
-    expected = token.encode()
+    required = required_token(host, token)
+    if required is None:
+        return None
 
     def valid(offered: str) -> bool:
-        return hmac.compare_digest(offered.encode(), expected)
+        return token_matches(offered, required)
 
     return StaticToken(validate=valid, client_id="kimi-mcp-http")
+
+
+def _dashboard(path: str) -> bool:
+    return path == DASHBOARD_PATH or path.startswith(DASHBOARD_PATH + "/")
 
 
 NO_TOKEN = (
@@ -72,9 +55,13 @@ class StaticToken(DebugTokenVerifier):
         return [*super().get_middleware(), Middleware(_ExplainRefusal)]
 
 
+DASHBOARD_PATH = "/dashboard"  # the dashboard's own gate checks the same token there (its cookie too)
+
+
 class _ExplainRefusal:
     """Answers an unauthenticated request itself (after the authentication middleware looked at its
-    token), with a 401 that says what is missing or wrong."""
+    token), with a 401 that says what is missing or wrong; the dashboard's paths are left to the
+    dashboard, which requires the same token (as a bearer header, or the cookie its ``?token=`` set)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -84,6 +71,7 @@ class _ExplainRefusal:
             scope["type"] != "http"
             or scope.get("method") == "OPTIONS"
             or isinstance(scope.get("user"), AuthenticatedUser)
+            or _dashboard(scope.get("path", ""))
         ):
             await self.app(scope, receive, send)
             return

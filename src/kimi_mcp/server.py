@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import ctypes
-import ctypes.util
 import logging
 import os
 import signal
@@ -20,6 +18,7 @@ from fastmcp.server.auth import TokenVerifier
 
 from . import __version__, telemetry
 from ._logging import CLIENT, setup_logging
+from ._malloc import limit_malloc_arenas
 from .config import (
     ConfigError,
     Settings,
@@ -30,7 +29,7 @@ from .config import (
     unknown_variables,
 )
 from .errors import KimiMCPError, SettingsError
-from .http_auth import http_auth
+from .http_auth import DASHBOARD_PATH, http_auth, required_token
 from .instructions import INSTRUCTIONS
 from .lazy_runner import LazyRunner
 from .secrets import configured_secrets
@@ -59,24 +58,9 @@ def create_server(
     return mcp
 
 
-def _limit_malloc_arenas(arenas: int = 2) -> None:
-    """glibc gives each thread that allocates its own malloc arena (up to 8 per core), and freed memory
-    stays resident per arena; the server's threads (tool calls, tracker, sessions) allocate little, so
-    two arenas keep its RSS down. A no-op off glibc (the same as MALLOC_ARENA_MAX=2)."""
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        if libc is not None and hasattr(libc, "mallopt") and hasattr(libc, "gnu_get_libc_version"):
-            libc.mallopt(-8, arenas)  # M_ARENA_MAX
-    except OSError:
-        pass
-
-
 def serve(args: argparse.Namespace) -> None:
     """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``)."""
-    _limit_malloc_arenas()
+    limit_malloc_arenas()
     os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     settings, problem = configured()
@@ -107,6 +91,8 @@ def serve(args: argparse.Namespace) -> None:
         settings = settings.model_copy(update={"tools": None})
         mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
     holder.append(mcp)
+    if args.http:
+        _mount_dashboard(mcp, settings, env, runner, required_token(args.host, settings.http_token))
     if problem is not None:
         print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
     atexit.register(runner.shutdown)  # also on paths that skip the finally below
@@ -134,6 +120,20 @@ def serve(args: argparse.Namespace) -> None:
             # the transport's stdin reader thread would keep the process alive until the client hangs up
             logging.shutdown()
             os._exit(128 + _signalled[0])
+
+
+def _mount_dashboard(
+    mcp: FastMCP, settings: Settings, env: dict[str, str], runner: LazyRunner, token: str | None
+) -> None:
+    """``--http`` also serves the dashboard at ``/dashboard``, behind the same token (loopback only without
+    one); discarding an isolated job there closes its live Kimi in this server first, as kimi_discard does."""
+    from starlette.routing import Mount  # the dashboard loads only with --http (start-up speed)
+
+    from .dashboard import Source, create_app
+
+    app = create_app(Source(settings, env, close_live=runner.close_live), token=token)
+    # FastMCP's custom_route() registers a Route; a Mount joins the same list of the app's extra routes
+    mcp._additional_http_routes.append(Mount(DASHBOARD_PATH, app=app))
 
 
 def _prune_copies(mcp: FastMCP) -> None:

@@ -14,7 +14,7 @@ from .. import worktree
 from .._logging import CLIENT, get_logger
 from ..config import Settings
 from ..errors import BadInput
-from ..jobs import FINISHED, JobManager
+from ..jobs import FINISHED, JobManager, JobRecord, JobStore
 from ..models import AttemptSummary, TaskResult
 
 if TYPE_CHECKING:
@@ -90,6 +90,31 @@ def copy_of(result: dict | None) -> str | None:
     """The isolated copy a stored result worked in, if any."""
     worktree = (result or {}).get("worktree") or {}
     return worktree.get("id")
+
+
+def isolated_copy(store: JobStore, record: JobRecord) -> str:
+    """The isolated copy of ``record`` that ``kimi_apply`` / ``kimi_discard`` (and the dashboard) may land or
+    drop: ``BadInput`` if the job ran in the user's tree, or if a turn of its conversation still runs in that
+    copy (retryable: wait for it or cancel it)."""
+    copy_id = copy_of(record.result)
+    if record.status in FINISHED and copy_id is None:
+        raise BadInput(
+            f"job {record.job_id} did not run on an isolated copy (isolation='worktree'): its changes are "
+            "in your tree already",
+            suggestion="Only jobs started with isolation='worktree' can be applied or discarded.",
+        )
+    latest = record
+    if record.session_id:
+        latest = store.latest_for_session(record.session_id) or record
+    for job in (record, latest):
+        if job.status not in FINISHED:
+            raise BadInput(
+                f"job {job.job_id} is still {job.status} in that copy",
+                suggestion=f"Wait for it with kimi_job(job_id={job.job_id!r}) (or cancel it), then try again.",
+                retryable=True,
+            )
+    assert copy_id is not None
+    return copy_id
 
 
 def ranked(results: list[TaskResult]) -> list[TaskResult]:

@@ -16,12 +16,23 @@ from fastmcp import Context
 
 from .._logging import get_logger
 from ..errors import BadInput, KimiMCPError
-from ..jobs import Job, JobManager, JobRecord
+from ..job_answers import answer, checked, payload
+from ..jobs import Job, JobManager
 from ..models import QuestionInfo
-from ..question import Choice, Option, Question, choice_for
-from ..scope import DECLINED, QUESTION_GONE
+from ..scope import DECLINED
 
 log = get_logger("tools")
+
+__all__ = [
+    "answer",
+    "answer_in",
+    "ask_client",
+    "checked",
+    "deliver_response",
+    "form",
+    "payload",
+    "resumed_job",
+]
 
 QUESTION_KEY = "kimi_mcp_question"  # the input request that carries Kimi's question
 STATE_PREFIX = "kimi-job:"  # request_state of a call that waits on a job's question
@@ -61,21 +72,6 @@ def answer_in(content: dict[str, Any] | None) -> str | list[str] | None:
     if isinstance(answer, list) and answer and all(isinstance(a, str) for a in answer):
         return answer
     return answer if isinstance(answer, str) and answer.strip() else None
-
-
-def checked(info: QuestionInfo, answer: str | list[str]) -> Choice:
-    """The caller's answer to ``info`` as the choice to type (``BadInput`` naming the options if it is not
-    one of them, and free text is not taken)."""
-    question = Question(
-        text=info.text, header=info.header, options=tuple(Option(o.label, o.description) for o in info.options),
-        multi_select=info.multi_select, free_text=info.free_text,
-    )  # fmt: skip
-    return choice_for(question, answer)
-
-
-def payload(choice: Choice, question_id: str) -> dict[str, Any]:
-    """The answer ``choice`` to the question ``question_id``, as ``scope.Inbox.deliver`` takes it."""
-    return {"picks": list(choice.picks), "text": choice.text, "question": question_id}
 
 
 # -- asking the client --------------------------------------------------------------------------------------
@@ -149,42 +145,3 @@ def resumed_job(ctx: Context, jobs: JobManager) -> tuple[Job, bool] | None:
     if info is None:
         return job, True  # answered meanwhile
     return job, deliver_response(job, info, str(action), content) == "answered"
-
-
-# -- kimi_job(action="answer") ------------------------------------------------------------------------------
-def answer(
-    jobs: JobManager, record: JobRecord, given: str | list[str] | None, question_id: str | None = None
-) -> None:
-    """Send ``given`` to the job's question (here, or through the store to its server; that server refuses
-    it if the question is gone by then). ``question_id``: the question the caller answers (default: the
-    one asked now); an answer to a question that is gone is refused, never typed into the next one."""
-    if given is None or (isinstance(given, str) and not given.strip()) or given == []:
-        raise BadInput(
-            "action 'answer' needs an answer", suggestion="Pass answer=<an option's label or text>."
-        )
-    job = jobs.local(record.job_id)
-    info = job.question if job is not None else None
-    if job is None and record.status == "waiting" and record.question:
-        info = QuestionInfo.model_validate(record.question)
-    if info is None:
-        status = job.status if job is not None else record.status
-        if question_id:
-            raise _gone(question_id)
-        raise BadInput(
-            f"job {record.job_id} is not waiting for an answer (status {status})",
-            suggestion="kimi_job(job_id) waits for it; kimi_steer(job_id, message) sends Kimi a message.",
-        )
-    if question_id and question_id != info.id:
-        raise _gone(question_id, info)
-    choice = checked(info, given)
-    if not jobs.send(record.job_id, "answer", payload(choice, info.id)):
-        raise _gone(info.id)
-
-
-def _gone(question_id: str, waiting: QuestionInfo | None = None) -> BadInput:
-    """The refusal of an answer to a question that is no longer asked (``waiting``: the one asked now)."""
-    now = f"; the job now waits on question {waiting.id}: {waiting.text[:200]!r}" if waiting else ""
-    return BadInput(
-        f"{QUESTION_GONE} (question {question_id}){now}",
-        suggestion="kimi_job(job_id) shows the job's current question, if any, with its id.",
-    )

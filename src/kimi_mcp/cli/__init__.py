@@ -30,6 +30,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "show a running job's Kimi screen, redrawn as it changes until the job ends (read-only; Ctrl-C "
         "leaves)",
     ),
+    "dashboard": (
+        "dashboard",
+        "serve a web page of every job of the job store, live: status, Kimi's screen, results, questions "
+        "(answer them), isolated changes (apply or discard them), usage (loopback only without "
+        "KIMI_MCP_HTTP_TOKEN)",
+    ),
     "worker": (
         "worker",
         "run kimi-mcp servers' jobs on this machine, taken from the broker (--broker URL or KIMI_MCP_BROKER: "

@@ -16,10 +16,10 @@ from pydantic import Field
 from .. import telemetry, worktree
 from ..adapter.budget import result_json
 from ..adapter.client import error_text
-from ..adapter.isolation import copy_of
+from ..adapter.isolation import isolated_copy
 from ..adapter.pipeline import Backend, current_backend
-from ..errors import BadInput, KimiMCPError
-from ..jobs import FINISHED, JobRecord
+from ..errors import KimiMCPError
+from ..jobs import JobRecord
 from ..models import ApplyResult, ConflictInfo, ErrorInfo
 from ._lookups import check_scope, job_record
 from ._params import writes
@@ -113,25 +113,7 @@ async def _isolated_job(
     record = await job_record(backend, job_id)
     if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
         return scope
-    copy_id = copy_of(record.result)
-    if record.status in FINISHED and copy_id is None:
-        raise BadInput(
-            f"job {record.job_id} did not run on an isolated copy (isolation='worktree'): its changes are "
-            "in your tree already",
-            suggestion="Only jobs started with isolation='worktree' can be applied or discarded.",
-        )
-    latest = record
-    if record.session_id:
-        latest = await anyio.to_thread.run_sync(backend.jobs.store.latest_for_session, record.session_id)
-        latest = latest or record
-    for job in (record, latest):
-        if job.status not in FINISHED:
-            raise BadInput(
-                f"job {job.job_id} is still {job.status} in that copy",
-                suggestion=f"Wait for it with kimi_job(job_id={job.job_id!r}) (or cancel it), then try again.",
-                retryable=True,
-            )
-    assert copy_id is not None
+    copy_id = await anyio.to_thread.run_sync(isolated_copy, backend.jobs.store, record)
     return record, copy_id
 
 
