@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from kimi_mcp import cli
-from kimi_mcp.cli import jobs as jobs_cli
+from kimi_mcp.job_text import STATUSES as SHOWN_STATUSES
 from kimi_mcp.jobs import STORE_FILE, JobRecord, JobStore, owner_id
 from kimi_mcp.jobs._store import STATUSES
 
@@ -169,7 +169,7 @@ def test_the_filters_choose_the_jobs(world: World, capsys: pytest.CaptureFixture
     assert kimi_mcp("jobs", "--status", "finished") == 2
     assert "invalid choice: 'finished'" in capsys.readouterr().err
     assert kimi_mcp("jobs", "--limit", "0") == 2
-    assert set(jobs_cli.STATUSES) == STATUSES
+    assert set(SHOWN_STATUSES) == STATUSES  # the names --status and the dashboard offer are the store's
 
 
 def test_no_store_yet_is_no_jobs_and_creates_none(world: World, capsys: pytest.CaptureFixture[str]) -> None:

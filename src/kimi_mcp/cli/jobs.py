@@ -7,30 +7,25 @@ A running job whose server died is recorded as interrupted first, as ``kimi_jobs
 yet is "no jobs yet" (and is not created).
 
 Imported to build ``--help``: nothing heavy at module level; ``run`` imports what it needs. The store
-helpers here (:func:`store_path`, :func:`printable`) serve ``kimi-mcp watch`` too.
+helpers here (:func:`store_path`, :func:`open_store`, :func:`fail`) serve ``kimi-mcp watch`` too; the text
+helpers are ``job_text``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..job_text import STATUSES, human_age, human_tokens, printable, short_path
+
 if TYPE_CHECKING:
     from ..jobs import JobRecord, JobStore
 
-#: the job statuses (``jobs._store.STATUSES``, spelt out so ``--help`` imports nothing)
-STATUSES = ("done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted")
-WORKSPACE_WIDTH = 32  # a longer workspace keeps its end: "…/project/sub"
 MIN_TEXT_WIDTH = 12  # the question or summary gets at least this much, even on a narrow terminal
-
-# A whole escape sequence (CSI, OSC, or ESC + one character), then any other control character but "\n".
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -188,34 +183,3 @@ def _what(record: JobRecord) -> str:
 
 def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
-
-
-def short_path(path: str, home: str) -> str:
-    """``path`` with ``~`` for the home directory, its end kept if it is still long."""
-    if home and home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
-        path = "~" + path[len(home.rstrip("/")) :]
-    return path if len(path) <= WORKSPACE_WIDTH else "…" + path[-(WORKSPACE_WIDTH - 1) :]
-
-
-def human_tokens(n: int) -> str:
-    """``0``, ``950``, ``12.3k``, ``1.5M``."""
-    if n < 1000:
-        return str(n)
-    if n < 999_950:
-        return f"{n / 1000:.1f}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def human_age(seconds: float) -> str:
-    """``12s``, ``3m``, ``2h``, ``5d``."""
-    seconds = max(0.0, seconds)
-    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
-
-
-def printable(text: str) -> str:
-    """``text`` without escape sequences or control characters (newlines kept, tabs as spaces): what a job
-    recorded cannot drive the reader's terminal."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text.replace("\t", "    ")))

@@ -22,7 +22,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .jobs import fail, human_age, open_store, printable, store_path
+from ..job_text import elapsed, human_age, printable
+from .jobs import fail, open_store, store_path
 
 if TYPE_CHECKING:
     from ..jobs import JobRecord, JobStore
@@ -164,13 +165,3 @@ def ending(record: JobRecord, *, already: bool = False) -> str:
         head = f"{record.job_id} {record.status} after {took}"
     summary = " ".join(printable(record.summary).split())
     return head + (f"\n{summary}" if summary else "") + "\n"
-
-
-def elapsed(seconds: float) -> str:
-    """``45s``, ``3m05s``, ``1h02m``."""
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from ..cli.jobs import human_tokens, printable
-from ..cli.watch import elapsed
+from ..job_text import elapsed, human_tokens, printable
 from ..jobs import FINISHED, JobRecord
 from ._render import csrf_input, text
 

@@ -8,7 +8,7 @@ import time
 from html import escape
 from urllib.parse import urlencode
 
-from ..cli.jobs import STATUSES, human_age, human_tokens, printable, short_path
+from ..job_text import STATUSES, human_age, human_tokens, printable, short_path
 from ..jobs import JobRecord
 from ._gate import CSRF_FIELD
 

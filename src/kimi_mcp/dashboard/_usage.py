@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from html import escape
 from typing import Any
 
-from ..cli.jobs import human_tokens
+from ..job_text import human_tokens
 from ..jobs import JobStore
 from ._render import text
 
