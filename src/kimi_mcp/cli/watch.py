@@ -1,7 +1,8 @@
 """``kimi-mcp watch JOB_ID``: a running job's Kimi screen, redrawn until the job ends; read-only.
 
-The server running the job publishes its (masked) screen text to the job store about once a second; this
-reads it every ``--interval`` seconds and draws it again when it (or the job's status) changed: on a
+The server running the job publishes its (masked) screen text to the job store when it changed (it looks
+every ``jobs.SCREEN_TICK``, a quarter of a second); this reads it every ``--interval`` seconds (default the
+same) and draws it again when it (or the job's status) changed: on a
 terminal the terminal is cleared first, into a pipe or file each frame follows its header line. The header
 says the job, its status and how long it has run; a waiting job's question follows it. The screen is
 printed as text: escape sequences and control characters in it (anything Kimi printed) are removed first.
@@ -37,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--interval",
         type=_seconds,
-        default=1.0,
+        default=0.25,  # the server's screen cadence (jobs.SCREEN_TICK, not imported: --help stays light)
         metavar="S",
-        help="seconds between looks at the job store (default 1)",
+        help="seconds between looks at the job store (default 0.25)",
     )
 
 

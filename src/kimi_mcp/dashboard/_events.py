@@ -1,6 +1,8 @@
 """The dashboard's live updates: server-sent events carrying the HTML of each part of a view that
-changed (htmx's SSE extension swaps it in by the event's name). The store is looked at every
-``POLL_S`` seconds, so a change reaches the page within a second; a part that did not change is not sent."""
+changed (htmx's SSE extension swaps it in by the event's name). The store is looked at every ``POLL_S``
+seconds for the jobs table, every ``JOB_POLL_S`` for a job's page (its screen is written to the store
+within ``jobs.SCREEN_TICK`` of changing), so a change reaches the page within a second; a part that did not
+change is not sent."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import anyio
 from sse_starlette.sse import EventSourceResponse
 
 POLL_S = 0.5
+JOB_POLL_S = 0.25
 IDLE_S = 5.0  # a finished job's stream stays open (a closed one would be reopened by the page), quiet
 PING_S = 15  # a comment line keeps proxies from closing a quiet stream
 
@@ -17,12 +20,13 @@ PING_S = 15  # a comment line keeps proxies from closing a quiet stream
 Look = Callable[[], tuple[dict[str, str], bool]]
 
 
-def stream(look: Look) -> EventSourceResponse:
-    """The event stream of one view: every part at once, then each part again whenever it changed."""
-    return EventSourceResponse(_changes(look), ping=PING_S, headers={"x-accel-buffering": "no"})
+def stream(look: Look, every: float = POLL_S) -> EventSourceResponse:
+    """The event stream of one view: every part at once, then each part again whenever it changed (looked
+    at every ``every`` seconds)."""
+    return EventSourceResponse(_changes(look, every), ping=PING_S, headers={"x-accel-buffering": "no"})
 
 
-async def _changes(look: Look) -> AsyncIterator[dict[str, str]]:
+async def _changes(look: Look, every: float) -> AsyncIterator[dict[str, str]]:
     sent: dict[str, str] = {}
     final = False
     while True:
@@ -32,4 +36,4 @@ async def _changes(look: Look) -> AsyncIterator[dict[str, str]]:
                 if sent.get(name) != html:
                     sent[name] = html
                     yield {"event": name, "data": html}
-        await anyio.sleep(IDLE_S if final else POLL_S)
+        await anyio.sleep(IDLE_S if final else every)

@@ -124,7 +124,7 @@ class Views:
     async def job_events(self, request: Request) -> Response:
         base = base_of(request)
         job_id = request.path_params["job_id"]
-        return _events.stream(lambda: self.look(base, job_id))
+        return _events.stream(lambda: self.look(base, job_id), _events.JOB_POLL_S)
 
     async def usage(self, request: Request) -> Response:
         base = base_of(request)

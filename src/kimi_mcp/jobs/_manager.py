@@ -6,7 +6,8 @@ The call that started a job waits for it (``wait_s``, else until it is done); a 
 returns the job's status and ``kimi_job`` picks it up later, from this server's memory while it runs and
 from the store once it is done (also after a restart, or from another server sharing the store). While a
 job runs, a ticker writes its progress to the store every ``TICK`` seconds and reads whether another server
-asked to cancel it; only the owner runs or cancels a job.
+asked to cancel it, and writes Kimi's screen whenever it changed (looked at every ``SCREEN_TICK`` seconds);
+only the owner runs or cancels a job.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ log = get_logger("jobs")
 
 RECENT = 4  # progress messages a job keeps for its waiters (each relayed, not only the latest)
 TICK = 1.0  # seconds between progress writes to the store (and looks for remote cancellations)
+#: seconds between looks at a running job's screen: written to the store (``kimi-mcp watch``, the dashboard)
+#: as soon as it changed, not only with the progress; an unchanged screen is not written again
+SCREEN_TICK = 0.25
 DAY_S = 86_400.0  # the daily token budget's window
 
 
@@ -396,13 +400,24 @@ class JobManager:
             self._ticker.start()
 
     def _tick(self) -> None:
+        """Every ``SCREEN_TICK``: each running job's screen, written if it changed; every ``TICK``: its
+        progress too, and what other servers sent it."""
+        due = time.monotonic() + TICK
         while True:
-            time.sleep(TICK)
+            time.sleep(min(SCREEN_TICK, TICK))
             with self._lock:
                 jobs = [job for job in self._jobs.values() if job.result is None]
                 if not jobs or self._stopping:
                     self._ticker = None
                     return
+            if time.monotonic() < due:
+                for job in jobs:
+                    try:
+                        _publish_screen(job, self.store)
+                    except Exception as exc:
+                        log.debug("job %s: screen not recorded: %s", job.job_id, exc)
+                continue
+            due = time.monotonic() + TICK
             daily = any(job.scope.tokens.daily is not None for job in jobs)
             try:
                 used = self.store.tokens_since(time.time() - DAY_S) if daily else 0
@@ -506,6 +521,14 @@ def _tick_job(job: Job, store: JobStore, daily_used: int | None) -> None:
         job.cancel.set()
     for kind, payload in store.take_sent(job.job_id):
         deliver(job, kind, payload)
+
+
+def _publish_screen(job: Job, store: JobStore) -> None:
+    """Write the job's screen to the store if it changed since it was last written."""
+    screen = job.scope.screen()
+    if screen != job.published_screen:
+        store.update(job.job_id, screen=screen)
+        job.published_screen = screen
 
 
 def warn_daily(result: TaskResult, meter: TokenMeter) -> None:

@@ -204,3 +204,41 @@ def test_a_waiter_gets_every_step_since_it_last_looked_not_only_the_latest(manag
     ]  # the newest
     release.set()
     assert job.done.wait(5)
+
+
+def test_a_changed_screen_reaches_the_store_between_progress_ticks_and_an_unchanged_one_is_not_rewritten(
+    manager: JobManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: a job's live screen is ≤ 1 s behind on the dashboard: it is published at its own, shorter
+    cadence (``SCREEN_TICK``), not only with the progress (``TICK``), and only when it changed."""
+    monkeypatch.setattr(manager_module, "TICK", 3600.0)  # no progress tick publishes it
+    monkeypatch.setattr(manager_module, "SCREEN_TICK", 0.02)
+    screens = iter(["Kimi reads app.py", "Kimi edits app.py"])
+    shown = {"now": next(screens)}
+    writes: list[str] = []
+    update = JobStore.update
+
+    def counted(store: JobStore, job_id: str, **fields) -> None:
+        if fields.get("screen") is not None:
+            writes.append(fields["screen"])
+        update(store, job_id, **fields)
+
+    monkeypatch.setattr(JobStore, "update", counted)
+    release = threading.Event()
+
+    def work(job):
+        job.scope.screen = lambda: shown["now"]
+        release.wait(10)
+        return TaskResult(success=True)
+
+    job = submit(manager, work)
+    try:
+        assert wait_until(lambda: manager.store.screen(job.job_id)[1] == "Kimi reads app.py")
+        time.sleep(0.2)  # ten screen ticks on the same screen
+        assert writes == ["Kimi reads app.py"]
+        shown["now"] = next(screens)
+        assert wait_until(lambda: manager.store.screen(job.job_id)[1] == "Kimi edits app.py")
+        assert writes == ["Kimi reads app.py", "Kimi edits app.py"]
+    finally:
+        release.set()
+    assert job.done.wait(5)
