@@ -22,9 +22,11 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from claude_code import wait_until_gone
 from fake_moonshot import COLOUR, FakeMoonshot, Reply
 from fastmcp import Client
 from git_helpers import committed_repo
@@ -32,6 +34,7 @@ from kimi_env import KimiUnderTest
 from mcp_helpers import SERVER, processes_with_home, transport
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from test_e2e_control import answered_with
+from test_e2e_remote import Worker, redis_url  # noqa: F401 (redis_url: the module's redis-server fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -243,6 +246,45 @@ def test_apply_on_the_page_puts_an_isolated_jobs_file_in_the_workspace(
         expect(page.locator("#result")).to_contain_text("Applied: new.py")
         expect(page.locator("#apply")).to_have_count(0)  # a change applies once
     assert (workspace / "new.py").read_text() == "print('new')\n"
+
+
+@pytest.mark.parametrize("kimi", ["legacy"], indirect=True)  # the worker list is Docket's: no dialect in it
+def test_with_a_broker_the_jobs_page_lists_its_workers_and_the_jobs_each_runs(
+    kimi: KimiUnderTest,
+    fake: FakeMoonshot,
+    redis_url: str,  # noqa: F811 (the fixture imported above)
+    tmp_path: Path,
+    page: Page,
+) -> None:
+    repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})  # the worker cannot see it
+    fake.script([Reply.hang()], marker="DASH-REMOTE")
+    worker = Worker(kimi, redis_url, tmp_path, "w-dash")
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis_url}
+    try:
+        with dashboard(env, tmp_path / "dashboard.log", page) as url:
+            page.goto(url + "/")
+            listed = page.locator('section#workers tr[data-worker="w-dash"]')
+            expect(listed).to_contain_text("ago", timeout=SEEN_S)
+            expect(listed.locator("td.jobs-running")).to_have_text("0")
+            server = SimpleNamespace(env=env)  # the MCP server sends its jobs to the broker
+            args = {"task_description": "DASH-REMOTE", "work_dir": str(repo)}
+            call = Call(server, repo, tmp_path / "server.log", "kimi_code_task", args)  # type: ignore[arg-type]
+            job_id = call.job_id()
+            expect(listed.locator("td.jobs-running")).to_have_text("1", timeout=SEEN_S)  # live, no reload
+            page.goto(f"{url}/job/{job_id}")
+            expect(page.locator("#status")).to_have_text("running", timeout=SEEN_S)
+            page.locator("#cancel").click()
+            expect(page.locator("#status")).to_have_text("cancelled", timeout=SEEN_S)
+            page.goto(url + "/")
+            expect(listed.locator("td.jobs-running")).to_have_text("0", timeout=SEEN_S)
+            assert redis_url.split("@")[0].split(":")[-1] not in page.content()  # the password is not shown
+            assert worker.stop() == 0, worker.log.read_text()
+            expect(listed).to_have_count(0, timeout=SEEN_S)  # a worker that left is no longer listed
+            expect(page.locator("section#workers")).to_contain_text("No kimi-mcp worker is listening")
+        assert call.result()["status"] == "cancelled"
+    finally:
+        worker.stop()
+    assert wait_until_gone(worker.home) == []
 
 
 def test_off_loopback_the_page_and_its_events_need_the_token(tmp_path: Path, page: Page, home: Path) -> None:

@@ -5,6 +5,9 @@ button's path through the job store, the usage numbers. The ASGI app is called d
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlencode
@@ -14,6 +17,7 @@ import pytest
 from kimi_mcp import config
 from kimi_mcp.dashboard import Source, create_app
 from kimi_mcp.dashboard._usage import usage_data
+from kimi_mcp.dashboard._workers import WorkerRow, Workers, workers_view
 from kimi_mcp.http_token import required_token
 from kimi_mcp.jobs import STORE_FILE, JobStore
 
@@ -278,3 +282,60 @@ def test_the_table_names_a_finished_jobs_worker_and_cost(source: Source, store: 
     _, _, listing = request(create_app(source, token=None, csrf=CSRF), "GET", "/")
     row = listing[listing.index(f'<tr data-job="{record.job_id}"') :].split("</tr>")[0]
     assert "<td>box-7</td>" in row and ">0.0421</td>" in row and ">15</td>" in row
+
+
+# -- the broker's workers -----------------------------------------------------------------------------------
+def test_the_workers_section_lists_each_worker_its_running_jobs_and_when_it_was_last_seen() -> None:
+    reading = Workers(
+        "127.0.0.1:6379", [WorkerRow("box-1", 2, 1000.0), WorkerRow("<b>box-2</b>", 0, 940.0)], taken=1.0
+    )
+    shown = workers_view(reading, now=1003.0)
+    assert "of the broker on 127.0.0.1:6379" in shown
+    first = shown[shown.index('<tr data-worker="box-1">') :].split("</tr>")[0]
+    assert '<td class="num jobs-running">2</td>' in first and "3s ago" in first
+    second = shown[shown.index('<tr data-worker="&lt;b&gt;box-2&lt;/b&gt;">') :].split("</tr>")[0]
+    assert '<td class="num jobs-running">0</td>' in second and "1m ago" in second and "<b>" not in second
+    assert "No kimi-mcp worker" in workers_view(Workers("h:1"))
+    assert 'class="error">the broker cannot' in workers_view(Workers("h:1", problem="the broker cannot"))
+
+
+def test_without_a_broker_the_jobs_page_has_no_workers_and_loads_no_docket(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from test_dashboard import request\n"
+        "from kimi_mcp import config\n"
+        "from kimi_mcp.dashboard import Source, create_app\n"
+        f"env = {{'HOME': {str(tmp_path)!r}, 'XDG_STATE_HOME': {str(tmp_path / 'state')!r}}}\n"
+        "source = Source(config.configured(env)[0], env)\n"
+        "status, _, page = request(create_app(source, token=None), 'GET', '/')\n"
+        "source.close()\n"
+        "print(status, 'id=\"workers\"' in page, [m for m in ('docket', 'redis') if m in sys.modules])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "200 False []", done.stdout + done.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_with_a_broker_that_cannot_be_reached_the_jobs_page_says_so_and_still_lists_the_jobs(
+    env: dict[str, str],
+) -> None:
+    port = free_port()  # nothing listens there
+    env = {**env, "KIMI_MCP_BROKER": f"redis://127.0.0.1:{port}/0"}
+    settings, problem = config.configured(env)
+    assert problem is None
+    source = Source(settings, env)
+    try:
+        status, _, page = request(create_app(source, token=None, csrf=CSRF), "GET", "/")
+    finally:
+        source.close()
+    assert status == 200 and "No jobs." in page
+    workers = page[page.index('<section id="workers" sse-swap="workers">') :]
+    assert f"of the broker on 127.0.0.1:{port}" in workers
+    assert f"the job broker (KIMI_MCP_BROKER, Redis on 127.0.0.1:{port}) cannot be reached" in workers

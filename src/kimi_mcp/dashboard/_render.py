@@ -59,8 +59,9 @@ def notice(said: str | None, failed: bool) -> str:
     return f'<p class="notice {kind}" role="status">{text(said)}</p>'
 
 
-def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int) -> str:
-    """The jobs view: the filters, and the table whose rows the event stream replaces as they change."""
+def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int, workers: str | None = None) -> str:
+    """The jobs view: the filters, the table whose rows the event stream replaces as they change, and
+    (``workers``: with a broker) the broker's workers, replaced by the same stream."""
     query = urlencode({k: v for k, v in {**filters, "limit": str(limit)}.items() if v})
     options = "".join(
         f'<option value="{s}"{" selected" if filters.get("status") == s else ""}>{s}</option>'
@@ -91,10 +92,11 @@ def jobs_page(base: str, filters: dict[str, str], rows: str, limit: int) -> str:
     )
     every = urlencode({k: v for k, v in {**filters, "limit": "1000"}.items() if v})
     more = f'<p class="more">The newest {limit} jobs. <a href="?{escape(every)}">Show 1000</a></p>'
+    section = "" if workers is None else f'<section id="workers" sse-swap="workers">{workers}</section>'
     return (
-        f'<h1>Jobs</h1>{form}<table class="jobs"><thead><tr>{head}</tr></thead>'
-        f'<tbody id="jobs" hx-ext="sse" sse-connect="{base}/events/jobs?{escape(query)}" sse-swap="jobs">'
-        f"{rows}</tbody></table>{more}"
+        f'<h1>Jobs</h1>{form}<div hx-ext="sse" sse-connect="{base}/events/jobs?{escape(query)}">'
+        f'<table class="jobs"><thead><tr>{head}</tr></thead><tbody id="jobs" sse-swap="jobs">{rows}</tbody>'
+        f"</table>{more}{section}</div>"
     )
 
 

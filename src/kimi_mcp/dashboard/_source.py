@@ -13,6 +13,7 @@ from .. import config
 from ..errors import BadInput
 from ..jobs import FINISHED, STORE_FILE, JobManager, JobRecord, JobStore
 from ..secrets import Redactor, configured_secrets
+from ._workers import BrokerWorkers
 
 UNKNOWN_JOB = "The jobs page lists the recent jobs; a finished job is kept for KIMI_MCP_JOB_TTL_DAYS."
 
@@ -21,7 +22,7 @@ class Source:
     """The job store of ``settings`` / ``env`` (the same one a server started with them uses), its jobs and
     their isolated copies; ``close_live``: closes a live Kimi conversation before its copy is discarded
     (the server's own runner, when the dashboard is served by ``--http``; None in ``kimi-mcp dashboard``,
-    which has no Kimi of its own)."""
+    which has no Kimi of its own); and the workers of the broker when one is configured."""
 
     def __init__(
         self,
@@ -37,6 +38,8 @@ class Source:
         #: a job another server runs (this manager runs none)
         self.jobs = JobManager(self.state_dir / STORE_FILE, ttl_days=math.inf, mask=self.redactor.mask_tree)
         self.close_live = close_live
+        #: the broker's workers (None: no ``KIMI_MCP_BROKER``, every job runs in its server)
+        self.workers = BrokerWorkers(settings.broker) if settings.broker else None
         self._finished: dict[str, tuple[float | None, str | None]] = {}  # job_id → (cost, worker): final
 
     @property

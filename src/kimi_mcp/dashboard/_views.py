@@ -17,7 +17,7 @@ from .. import worktree
 from ..adapter.isolation import copy_of
 from ..errors import KimiMCPError
 from ..jobs import FINISHED, JobRecord
-from . import _actions, _events, _job_page, _render, _usage
+from . import _actions, _events, _job_page, _render, _usage, _workers
 from ._gate import CSRF_FIELD, CSRF_HEADER, csrf_ok
 from ._source import Source
 
@@ -60,6 +60,13 @@ class Views:
         home = str(Path.home())
         return _render.job_rows(base, [self.masked(r) for r in records], spent, home=home)
 
+    def jobs_look(self, base: str, filters: dict[str, str], limit: int) -> tuple[dict[str, str], bool]:
+        """The jobs page's parts now (run in a worker thread: the broker's workers are read on the loop)."""
+        parts = {"jobs": self.rows(base, filters, limit)}
+        if self.source.workers is not None:
+            parts["workers"] = _workers.workers_view(anyio.from_thread.run(self.source.workers.read))
+        return parts, False
+
     def look(self, base: str, job_id: str) -> tuple[dict[str, str], bool]:
         """A job's page parts now, and whether the job has finished (they will not change any more)."""
         try:
@@ -97,13 +104,16 @@ class Views:
         filters, limit = _filters(request)
         base = base_of(request)
         rows = await anyio.to_thread.run_sync(self.rows, base, filters, limit)
-        body = _render.jobs_page(base, filters, rows, limit)
+        workers = None
+        if self.source.workers is not None:
+            workers = _workers.workers_view(await self.source.workers.read())
+        body = _render.jobs_page(base, filters, rows, limit, workers)
         return HTMLResponse(_render.page(base, "Jobs", body, csrf=self.csrf))
 
     async def jobs_events(self, request: Request) -> Response:
         filters, limit = _filters(request)
         base = base_of(request)
-        return _events.stream(lambda: ({"jobs": self.rows(base, filters, limit)}, False))
+        return _events.stream(lambda: self.jobs_look(base, filters, limit))
 
     async def job(self, request: Request) -> Response:
         base = base_of(request)
