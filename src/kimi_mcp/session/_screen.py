@@ -84,6 +84,10 @@ class TerminalScreen:
         self._stream = pyte.Stream(self._screen)
         self.tail = ""  # ANSI-stripped output, newest last, bounded
         self.total_chars = 0  # stripped characters seen so far (marks for tail_since)
+        self.fed = (
+            0  # feeds so far: ``text`` is drawn again only after one (a job's ticker reads it 4 times/s)
+        )
+        self._text: tuple[int, str] = (0, "")
 
     def feed(self, data: str) -> None:
         try:
@@ -94,6 +98,7 @@ class TerminalScreen:
         stripped = strip_ansi(data)
         self.total_chars += len(stripped)
         self.tail = (self.tail + stripped)[-self.TAIL_CHARS :]
+        self.fed += 1  # after the screen changed: a ``text`` drawn meanwhile is drawn again at the next read
 
     def _feed_pieces(self, data: str) -> None:
         # The failing sequence may sit anywhere in the chunk; re-feeding pieces already drawn is harmless
@@ -115,7 +120,13 @@ class TerminalScreen:
 
     @property
     def text(self) -> str:
-        return "\n".join(self.lines)
+        """The screen's lines as one text (drawn again only when something was fed since)."""
+        fed, drawn = self._text
+        if fed != self.fed or not self.fed:
+            fed = self.fed  # read before drawing: a feed while drawing makes the next read draw again
+            drawn = "\n".join(self.lines)
+            self._text = (fed, drawn)
+        return drawn
 
     def tail_since(self, mark: int) -> str:
         """Stripped output produced after ``total_chars`` (a count of stripped characters) was ``mark``."""

@@ -49,6 +49,20 @@ def test_plain_text_rendered_into_lines() -> None:
     assert screen.text == "hello\nworld\n\n\n"
 
 
+def test_the_text_is_drawn_again_only_after_a_feed() -> None:
+    """A running job's screen is read every quarter second (``jobs.SCREEN_TICK``): an unchanged screen is
+    not drawn again (the same text object), a fed one is, also after a feed that only moved the cursor."""
+    screen = TerminalScreen(rows=3, cols=20)
+    assert screen.text == "\n\n"
+    screen.feed("hello")
+    first = screen.text
+    assert first == "hello\n\n" and screen.text is first
+    screen.feed("\x1b[1;1H")  # the cursor home: drawn again, the same text
+    assert screen.text == first and screen.text is not first
+    screen.feed("J")
+    assert screen.text == "Jello\n\n"
+
+
 def test_dimensions() -> None:
     screen = TerminalScreen(rows=7, cols=33)
     assert len(screen.lines) == 7
