@@ -16,7 +16,8 @@ by Playwright) opens it:
    ``--changes`` times at random moments; its page is open in another dashboard; the lag from each change
    to the page's screen showing it (median and max; target ≤ 1 s). Measured with today's cadences
    (``SCREEN_TICK`` 0.25 s, the job page's stream 0.5 → 0.25 s) and with the old ones (the screen written
-   only with the progress, every ``TICK`` = 1 s; the page's stream every 0.5 s), each with its own dashboard.
+   only with the progress, every ``TICK`` = 1 s; the page's stream every 0.5 s), each with its own dashboard,
+   and the dashboard process's CPU time meanwhile (one job page open).
 5. What that costs the job's server: store writes and CPU seconds of this process over ``--idle`` seconds
    of a running job whose screen does not change, and over as long with a screen that changes every 0.1 s
    (Kimi streaming), for both cadences.
@@ -241,7 +242,10 @@ def live_screen(browser: Browser, args: argparse.Namespace, old: bool, counts: C
             time.sleep(1.5)
             idle = cost(screen, counts, args.idle, streaming=False)
             busy = cost(screen, counts, args.idle, streaming=True)
+            dashboard = psutil.Process(proc.pid)
+            cpu, began = sum(dashboard.cpu_times()[:2]), time.monotonic()
             lags = screen_lag(browser, url, screen, args.changes)
+            served = (sum(dashboard.cpu_times()[:2]) - cpu) * 1000 / (time.monotonic() - began)
         finally:
             screen.close()
             proc.terminate()
@@ -249,6 +253,7 @@ def live_screen(browser: Browser, args: argparse.Namespace, old: bool, counts: C
     name = "old (screen every 1 s, page every 0.5 s)" if old else "new (screen 0.25 s, page 0.25 s)"
     print(f"live screen, {name}: lag median {statistics.median(lags) * 1000:.0f} ms, max {max(lags) * 1000:.0f} ms "
           f"({args.changes} changes; target ≤ 1 s)")  # fmt: skip
+    print(f"  the dashboard's CPU meanwhile: {served:.0f} ms/s (the job's page open)")
     for what, (writes, screens, cpu) in (("unchanged screen", idle), ("screen changing every 0.1 s", busy)):
         print(f"  a running job, {what}: {writes:.2f} store writes/s ({screens:.2f} with a screen), "
               f"the ticker's CPU {cpu:.2f} ms/s ({args.idle:.0f} s)")  # fmt: skip
