@@ -2,7 +2,8 @@
 heard from (Docket's own list of the workers of kimi-mcp's docket, from its heartbeats), and how many jobs each
 runs now (the running executions of Docket's snapshot, of the shared docket and of each worker's own docket,
 where its follow-ups go). Read at most every ``FRESH_S`` seconds (a worker beats every 2 s), whatever number
-of pages is open. Docket and redis load only here, and only when a broker is configured."""
+of pages is open; a broker that does not answer within ``TIMEOUT_S`` is said to be unreachable, and asked
+again ``RETRY_S`` later. Docket and redis load only here, and only when a broker is configured."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from ..job_text import human_age
 from ._render import text
 
 FRESH_S = 2.0
-TIMEOUT_S = 5.0  # a broker that does not answer in this long is reported as unreachable
+TIMEOUT_S = 2.0  # a broker that does not answer in this long is reported as unreachable...
+RETRY_S = 10.0  # ...and asked again after this long (the jobs table, read with it, does not wait on it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,8 @@ class BrokerWorkers:
     async def read(self) -> Workers:
         """The workers now (a reading younger than ``FRESH_S`` is given again)."""
         last = self._last
-        if last is not None and time.monotonic() - last.taken < FRESH_S:
+        keep = FRESH_S if last is None or last.problem is None else RETRY_S
+        if last is not None and time.monotonic() - last.taken < keep:
             return last
         self._last = await self._read()
         return self._last
