@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
 
-from ._database import Database
+from ._spending import Spending
 
 STATUSES: frozenset[str] = frozenset(
     {"done", "running", "starting", "queued", "waiting", "failed", "cancelled", "interrupted"}
@@ -147,7 +147,7 @@ def _start_ticks_psutil(pid: int) -> int | None:
         return None
 
 
-class JobStore(Database):
+class JobStore(Spending):
     """The jobs of every kimi-mcp server sharing ``path``. Safe to use from many threads."""
 
     def create(
@@ -245,39 +245,6 @@ class JobStore(Database):
             (status, _dumps(result), _one_line(summary), session_id, time.time(), tokens, result.get("model"),
              copy, job_id),
         )  # fmt: skip
-
-    def tokens_since(self, since: float) -> int:
-        """The tokens every job spent that finished after ``since`` (unix time) or is still going."""
-        rows = self._query(
-            "SELECT COALESCE(SUM(tokens), 0) FROM jobs WHERE finished_at IS NULL OR finished_at >= ?",
-            (since,),
-        )
-        return int(rows[0][0])
-
-    def usage(self, since: float) -> builtins.list[tuple[str, str, int, float | None]]:
-        """Tokens (and cost, where ``KIMI_MCP_PRICES`` priced them) per UTC day and model of the jobs that
-        started since ``since`` (unix time): (YYYY-MM-DD, model or "", tokens, USD or None), oldest first."""
-        rows = self._query(
-            "SELECT date(started_at, 'unixepoch'), COALESCE(model, ''), SUM(tokens), "
-            "SUM(json_extract(result, '$.usage.cost_usd')) FROM jobs WHERE started_at >= ? "
-            "GROUP BY 1, 2 ORDER BY 1, 2",
-            (since,),
-        )
-        return [(day, model, int(tokens or 0), cost) for day, model, tokens, cost in rows]
-
-    def cost_and_worker(self, job_ids: Sequence[str]) -> dict[str, tuple[float | None, str | None]]:
-        """Of the finished ones among ``job_ids``: (cost in USD where ``KIMI_MCP_PRICES`` priced it, the
-        broker's worker that ran it), from their results (what a finished job's result says never changes)."""
-        found: dict[str, tuple[float | None, str | None]] = {}
-        for start in range(0, len(job_ids), 500):  # SQLite's limit on host parameters is 999 or more
-            chunk = list(job_ids[start : start + 500])
-            rows = self._query(
-                "SELECT job_id, json_extract(result, '$.usage.cost_usd'), json_extract(result, '$.worker') "
-                f"FROM jobs WHERE status {_IN_FINISHED} AND job_id IN ({', '.join('?' * len(chunk))})",
-                tuple(chunk),
-            )
-            found.update({job_id: (cost, worker) for job_id, cost, worker in rows})
-        return found
 
     def screen(self, job_id: str) -> tuple[str, str | None] | None:
         """(status, the masked screen its owner published last) of a job, or None if it is unknown."""
