@@ -34,6 +34,7 @@ from .http_auth import http_auth
 from .instructions import INSTRUCTIONS
 from .lazy_runner import LazyRunner
 from .secrets import configured_secrets
+from .state_store import KimiFastMCP
 from .tools import prune_copies, register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def create_server(
     ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: ``runner``, the
     server's, made at the first call); ``problem``: the configuration was invalid (the server serves, every
     Kimi call says why); ``env``: the environment Kimi runs in (default: the process's, read now)."""
-    mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
+    mcp = KimiFastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
     env = read_environment() if env is None else env
     register_tools(mcp, settings, run, problem, on_load, env=env, runner=runner or LazyRunner())
     return mcp
@@ -77,7 +78,6 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
 def serve(args: argparse.Namespace) -> None:
     """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``)."""
     _limit_malloc_arenas()
-    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     load_env_file()
     settings, problem = configured()
     env = read_environment()
