@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     relay = None
     if not args.http:
         relay = FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")  # FastMCP reads it when it is imported, below
     try:
         from ..server import serve  # FastMCP and the rest load only to serve
 
