@@ -8,7 +8,7 @@ CPUs other processes of the machine used meanwhile (a shared machine skews the n
 answered → the first tool result (``kimi_status``, which runs no model turn), through a real MCP client
 (``fastmcp.Client`` over stdio), each sample a fresh server after one untimed start (which records the fast
 connect and writes the bytecode). The server runs with bytecode caching on, as an installed one does (a
-``PYTHONDONTWRITEBYTECODE`` of this shell is dropped for it; ``--no-bytecode`` keeps every start compiling).
+``PYTHONDONTWRITEBYTECODE`` of this shell is dropped for it; ``--no-bytecode``: every start compiles).
 ``--compare SRC`` runs another kimi-mcp source tree (e.g. ``git worktree add /tmp/base main``) interleaved
 with this one, sample by sample, and prints the ratio of the medians (target: first tool result ≤ 1.0 s on a
 quiet 2-CPU machine).
@@ -133,8 +133,8 @@ def server_env(dialect: str, fake: FakeMoonshot, source: str | None, bytecode: b
     env["KIMI_MCP_STANDBY"] = "off"
     if bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:  # an empty bytecode cache that is never written: every start compiles every module
+        env.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPYCACHEPREFIX=tempfile.mkdtemp(prefix="kbench-pyc-"))
     if source is not None:  # that tree's kimi_mcp first on the path (the installed one is this checkout's)
         env["PYTHONPATH"] = str(Path(source, "src").resolve())
     return env
