@@ -192,8 +192,10 @@ def logged(log: Path, since: float) -> dict[str, float]:
 
 
 async def cold_sample(env: dict[str, str], work: Path, fake: FakeMoonshot, i: int) -> dict[str, float]:
-    """A fresh server's first ``kimi_code_task``: seconds from the call to each phase (see the docstring)."""
-    log = work.parent / f"{work.name}-server.log"
+    """A fresh server's first ``kimi_code_task``: seconds from the call to each phase (see the docstring).
+    The server's log is the same file for every sample, so the fast connect answers from its record (a new
+    setting would be a new record), as it does for a client starting the same server again."""
+    log = Path(env["HOME"]) / "server.log"
     env = {**env, "KIMI_MCP_LOG_LEVEL": "DEBUG", "KIMI_MCP_LOG_FILE": str(log)}
     stderr = open(os.devnull, "w")  # noqa: SIM115 - the log file has it all; closed below
     transport = StdioTransport(SERVER, [], env=env, cwd=str(work), keep_alive=False, log_file=stderr)

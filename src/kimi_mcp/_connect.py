@@ -25,7 +25,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,8 @@ class FastConnect:
         self._checked = threading.Condition(self._lock)  # notified when the server answers one, or ends
         self._server_gone = False
         self._server_lock = threading.Lock()  # one writer at a time to the server's stdin
+        self._first_call: dict[str, Any] | None = None  # the params of the client's first tools/call
+        self._on_first_call: Callable[[Any], None] | None = None
         self._client_gone = threading.Event()
         self._client_in = self._client_out = -1
 
@@ -125,17 +127,27 @@ class FastConnect:
         for line in held:
             self._to_server_now(line)
 
+    def on_first_call(self, callback: Callable[[Any], None]) -> None:
+        """Have ``callback(params)`` told of the client's first ``tools/call`` (at once if it came already),
+        in the relay's thread: the server learns of it while it still loads (``first_call``)."""
+        with self._lock:
+            self._on_first_call = callback
+            params = self._first_call
+        if params is not None:
+            callback(params)
+
     def _idle(self) -> bool:
         """The server has started and answered every request only it can answer (call under the lock)."""
         return self._served and not self._pending
 
     def _take(self, line: bytes) -> tuple[dict[str, Any] | None, bool]:
-        """A client message: the answer given here (or None), and whether the server is to get it."""
+        """A client message: the answer given here (or None), and whether the server is to get it now."""
         message = _parse(line)
         if message is None or "method" not in message or "id" not in message:
             return None, self._refusal is None  # not a request: nothing to answer
         key = self._recordable(message)
         request_id = json.dumps(message["id"])
+        announce: Callable[[Any], None] | None = None
         with self._lock:
             if self._refusal is not None:
                 return {"jsonrpc": "2.0", "id": message["id"], "error": self._refusal}, False
@@ -148,11 +160,16 @@ class FastConnect:
             if key is not None:
                 self._asked[request_id] = key
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer} if answer is not None else None
-            if reply is not None and message["method"] == "tools/list" and not self._idle():
+            held = reply is not None and message["method"] == "tools/list" and not self._idle()
+            if held:
                 self._held.append(line)  # the server checks it once idle (see _release)
                 self._checking.add(request_id)
-                return reply, False
-        return reply, True
+            if message["method"] == "tools/call" and self._first_call is None:
+                self._first_call = message.get("params") or {}
+                announce = self._on_first_call
+        if announce is not None:
+            announce(self._first_call)
+        return reply, not held
 
     def _recordable(self, message: dict[str, Any]) -> str | None:
         """The record key of a request whose answer may be on record, else None."""

@@ -176,3 +176,30 @@ def test_the_client_hears_of_a_misspelt_variable_and_of_the_standby_used(
     assert heard.count(("warning", warning)) == 1, heard  # stdio has one client: it hears it once
     assert heard.count(("info", f"using the standby Kimi for {workspace}")) == 1, heard
     assert not processes_with_home(kimi.home)
+
+
+def test_a_first_call_sent_while_the_server_loads_takes_the_kimi_started_for_it_then(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """A client connecting to a server started before answers from the fast connect's record (a first session
+    records it), and its first call reaches the relay while the server still imports the MCP SDK: that
+    call's Kimi starts then, and the call, once the server reads it, takes it. Its result is the call's own."""
+    log = tmp_path / "server.log"
+
+    async def connect(client: Client) -> int:
+        return len(await client.list_tools())
+
+    assert asyncio.run(with_client(kimi.env, workspace, log, connect)) == 16  # records the handshake
+    fake.script([Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first done")], marker="FIRST")
+
+    async def body(client: Client) -> dict:
+        arguments = {"task_description": "FIRST task", "work_dir": str(workspace)}
+        return (await client.call_tool("kimi_code_task", arguments)).structured_content
+
+    first = asyncio.run(with_client(kimi.env, workspace, log, body))
+    assert first["success"] is True and first["warm_start"] is True, first
+    assert first["files_created"] == ["one.txt"] and first["output"] == "first done"
+    said = log.read_text()
+    assert "a first call came while the server loads" in said and "using the standby Kimi" in said
+    assert len(fake.chat_requests()) == 2  # the write, then the answer: one turn, nothing else asked
+    assert not processes_with_home(kimi.home), "a standby or exiting Kimi outlived the server"
