@@ -15,7 +15,7 @@
    turn end → change list → result), from the fake API's request times and the result's ``timings``.
 
 Usage: uv run python benchmarks/bench_e2e.py [--runs 3] [--files 100000] [--dialect legacy|kimi-code|both]
-       uv run python benchmarks/bench_e2e.py --cold [--runs 5] [--dialect legacy|kimi-code|both]
+       uv run python benchmarks/bench_e2e.py --cold [--runs 5] [--dialect legacy|kimi-code|both] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -221,30 +221,40 @@ async def cold_sample(env: dict[str, str], work: Path, fake: FakeMoonshot, i: in
     }
 
 
-def bench_cold(dialect: str, fake: FakeMoonshot, runs: int) -> None:
-    """Kimi's own non-interactive run and a fresh server's first call, sample by sample (see the docstring)."""
+def bench_cold(dialect: str, fake: FakeMoonshot, runs: int, compare: str | None = None) -> None:
+    """Kimi's own non-interactive run and a fresh server's first call, sample by sample (see the docstring);
+    ``compare``: another kimi-mcp source tree's first call too, in the same turn."""
     home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
     binary, env = dialect_env(dialect, fake, home)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # both sides cache their bytecode, as installed ones do
+    servers = {"first kimi_code_task": env}
+    if compare:  # its own home: its own fast-connect record and log
+        other = {**env, "HOME": tempfile.mkdtemp(prefix="kbench-home-")}
+        servers[f"first kimi_code_task ({compare})"] = {**other, "PYTHONPATH": str(Path(compare, "src"))}
     cmd = [binary, "--print", "-p"] if dialect == "legacy" else [binary, "-p"]
-    direct, cold = [], []
-    for i in range(runs + 1):  # the first pair warms the caches (bytecode, Kimi's own): not counted
+    rows: dict[str, list[dict[str, float]]] = {f"kimi {' '.join(cmd[1:])}": [], **{k: [] for k in servers}}
+    for i in range(runs + 1):  # the first turn warms the caches (bytecode, records): not counted
         script_task(fake, dialect, i)
-        d = direct_sample(cmd, fake, Path(tempfile.mkdtemp(prefix="kbench-work-")), env)
-        script_task(fake, dialect, i)
-        c = asyncio.run(cold_sample(env, Path(tempfile.mkdtemp(prefix="kbench-work-")), fake, i))
-        if i:
-            direct.append(d)
-            cold.append(c)
-        time.sleep(1.0)  # the server's Kimi processes are gone; let the CPU settle
-    for label, rows in ((f"kimi {' '.join(cmd[1:])}", direct), ("first kimi_code_task", cold)):
+        sample = {"direct": direct_sample(cmd, fake, Path(tempfile.mkdtemp(prefix="kbench-work-")), env)}
+        for label, server_env in servers.items():
+            script_task(fake, dialect, i)
+            work = Path(tempfile.mkdtemp(prefix="kbench-work-"))
+            sample[label] = asyncio.run(cold_sample(server_env, work, fake, i))
+            time.sleep(1.0)  # the server's Kimi processes are gone; let the CPU settle
+        for label, row in zip(rows, sample.values(), strict=True):
+            if i:
+                rows[label].append(row)
+    direct = next(iter(rows.values()))
+    direct_done = statistics.median(row["done"] for row in direct)
+    for label, samples in rows.items():
         phases = ", ".join(
-            f"{phase} {statistics.median(row[phase] for row in rows):.2f}" for phase in rows[0]
+            f"{phase} {statistics.median(row[phase] for row in samples):.2f}" for phase in samples[0]
         )
         print(f"[{dialect}] {label}, seconds from its start (medians): {phases}")
-        print(f"[{dialect}]   done per sample: {[round(row['done'], 2) for row in rows]}")
-    ratio = statistics.median(c["done"] for c in cold) / statistics.median(d["done"] for d in direct)
-    print(f"[{dialect}] RATIO cold first call / direct = {ratio:.3f}   (target <= 1.0)", flush=True)
+        print(f"[{dialect}]   done per sample: {[round(row['done'], 2) for row in samples]}")
+        if samples is not direct:
+            ratio = statistics.median(row["done"] for row in samples) / direct_done
+            print(f"[{dialect}] RATIO {label} / direct = {ratio:.3f}   (target <= 1.0)", flush=True)
 
 
 def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
@@ -369,12 +379,15 @@ def main() -> None:
     parser.add_argument("--skip-tree", action="store_true")
     parser.add_argument("--only-tree", action="store_true")
     parser.add_argument("--cold", action="store_true", help="only the cold first call's breakdown")
+    parser.add_argument(
+        "--compare", metavar="SRC", help="with --cold: another kimi-mcp tree's first call too"
+    )
     args = parser.parse_args()
     dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
     with FakeMoonshot() as fake:
         if args.cold:
             for dialect in dialects:
-                bench_cold(dialect, fake, args.runs)
+                bench_cold(dialect, fake, args.runs, args.compare)
             return
         for dialect in [] if args.only_tree else dialects:
             bench_ratio(dialect, fake, args.runs)

@@ -69,7 +69,7 @@ class Runner:
                 model=start_flag(install, key.model, env),
             )  # fmt: skip
 
-        self.pool.prewarm(key, factory, settings.standby_idle)
+        self.pool.prewarm(key, factory, settings.standby_idle, settings.max_standbys)
 
     def prewarm_default(self, settings: Settings, environ: Mapping[str, str]) -> None:
         """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
