@@ -5,7 +5,8 @@ server spends a second or more importing the MCP SDK before it can read them. Wh
 runs Kimi arrives in that time, its Kimi starts at once, as a standby for the workspace and mode that call
 will run in (``Runner.prewarm_for``); the call, once the server reads it, takes that standby (still starting,
 or ready): Kimi's own start overlaps the server's. Nothing starts when the server is up already (the call
-starts its Kimi itself), with ``KIMI_MCP_STANDBY=off``, or for a call a standby would not serve (a follow-up,
+starts its Kimi itself), with ``KIMI_MCP_STANDBY=off``, with a broker (jobs run on workers), with a
+configuration the server refuses, or for a call a standby would not serve (a follow-up,
 an isolated or several-attempt call, a named model, a dry run). A call whose client roots name another
 workspace than the one guessed here (its ``work_dir``, else ``KIMI_MCP_WORKSPACE``, else the server's
 directory) leaves the standby to whatever call comes next there, or to its idle timeout.
@@ -53,8 +54,8 @@ class FirstCall:
     def announced(self, params: Any) -> None:
         """The fast connect saw the client's first ``tools/call`` (called in its thread: returns at once)."""
         wanted = standby_for(params)
-        if wanted is None or self._up.is_set() or self._settings.standby == "off":
-            return
+        if wanted is None or self._up.is_set() or self._settings.standby == "off" or self._settings.broker:
+            return  # (with a broker the call runs on a worker)
         threading.Thread(target=self._start, args=wanted, name="kimi-first-call", daemon=True).start()
 
     def _start(self, work_dir: str | None, read_only: bool) -> None:

@@ -87,7 +87,7 @@ def serve(args: argparse.Namespace, relay: FastConnect | None = None) -> None:
     auth = _http_auth(args, settings)
     runner = LazyRunner()  # made at the first Kimi call
     first = FirstCall(runner, settings, env)
-    if relay is not None:
+    if relay is not None and problem is None:
         relay.on_first_call(first.announced)
     if settings.standby == "startup":  # before the SDK loads: Kimi's start overlaps the server's
         threading.Thread(target=runner.prewarm_default, args=(settings, env), daemon=True).start()

@@ -90,3 +90,11 @@ def test_a_listener_that_comes_first_is_told_when_the_call_comes(tmp_path: Path)
     assert heard == []
     relay._take(request(1, "tools/call", call("kimi_consult", question="q")))
     assert heard == [call("kimi_consult", question="q")]
+
+
+def test_no_kimi_starts_here_for_a_call_that_runs_on_a_worker() -> None:
+    runner = Runner()
+    first = FirstCall(runner, Settings(broker="redis://:secret@127.0.0.1:6379/0"), {})  # type: ignore[arg-type]
+    first.announced(call("kimi_code_task", task_description="x"))
+    time.sleep(0.2)
+    assert runner.started == []
