@@ -8,7 +8,14 @@
    (target ≤ 100 MB) and the tracker's critical path (turn end → change list, `timings.changes`) ÷
    `git status --porcelain -uall` on the same tree (target ≤ 1.0).
 
+0. ``--cold``: where a cold first call's time goes, next to Kimi's own non-interactive mode, both run in turn
+   (interleaved) in this one process: for each sample a direct ``kimi -p`` run (spawn → first model request →
+   last byte of the reply → exit) and a first ``kimi_code_task`` of a fresh server (connected and its tools
+   listed first, as MCP clients do; timed from the call: → Kimi ready → first model request → last byte →
+   turn end → change list → result), from the fake API's request times and the result's ``timings``.
+
 Usage: uv run python benchmarks/bench_e2e.py [--runs 3] [--files 100000] [--dialect legacy|kimi-code|both]
+       uv run python benchmarks/bench_e2e.py --cold [--runs 5] [--dialect legacy|kimi-code|both] [--compare SRC]
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -41,6 +50,7 @@ from kimi_mcp.session import ApprovalPolicy, KimiSession  # noqa: E402
 
 SERVER = str(Path(sys.executable).parent / "kimi-mcp")
 WRITE = {"legacy": "WriteFile", "kimi-code": "Write"}
+_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
 
 
 def dialect_env(dialect: str, fake: FakeMoonshot, home: Path) -> tuple[str, dict[str, str]]:
@@ -144,6 +154,107 @@ def bench_ratio(dialect: str, fake: FakeMoonshot, runs: int) -> None:
             f"  standby used {sum(warm)}/{len(warm)}"
         )
         print(f"[{dialect}] RATIO tool call ({label}) / direct = {m / d:.3f}   (target <= 1.10)")
+
+
+def direct_sample(cmd: list[str], fake: FakeMoonshot, work: Path, env: dict[str, str]) -> dict[str, float]:
+    """One ``kimi -p`` run: seconds from spawn to its first model request, the reply's last byte, its exit."""
+    fake.requests.clear()
+    start = time.perf_counter()
+    proc = subprocess.run([*cmd, "write the file"], cwd=work, env=env, capture_output=True, timeout=120)
+    done = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-500:]
+    first = fake.chat_requests()[0]["perf"] - start
+    return {"first request": first, "last byte": (fake.last_chunk_at or 0.0) - start, "done": done}
+
+
+#: the server's log lines (DEBUG) that mark a cold call's phases, in order
+PHASES = {
+    "call received": ": call received",
+    "Kimi spawned": "kimi_mcp.session: spawning ",
+    "Kimi ready": "kimi_mcp.session: kimi ready after",
+    "message accepted": "kimi_mcp.session: prompt submitted",
+    "change list": "kimi_mcp.runner: change list from a",
+}
+
+
+def logged(log: Path, since: float) -> dict[str, float]:
+    """Seconds from ``since`` (epoch) to the first log line of each phase after it."""
+    found: dict[str, float] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = _STAMP.match(line)
+        if match is None:
+            continue
+        at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        for phase, marker in PHASES.items():
+            if phase not in found and marker in line and at >= since - 0.002:
+                found[phase] = at - since
+    return found
+
+
+async def cold_sample(env: dict[str, str], work: Path, fake: FakeMoonshot, i: int) -> dict[str, float]:
+    """A fresh server's first ``kimi_code_task``: seconds from the call to each phase (see the docstring).
+    The server's log is the same file for every sample, so the fast connect answers from its record (a new
+    setting would be a new record), as it does for a client starting the same server again."""
+    log = Path(env["HOME"]) / "server.log"
+    env = {**env, "KIMI_MCP_LOG_LEVEL": "DEBUG", "KIMI_MCP_LOG_FILE": str(log)}
+    stderr = open(os.devnull, "w")  # noqa: SIM115 - the log file has it all; closed below
+    transport = StdioTransport(SERVER, [], env=env, cwd=str(work), keep_alive=False, log_file=stderr)
+    async with Client(transport, timeout=300) as client:
+        await client.list_tools()
+        fake.requests.clear()
+        since, start = time.time(), time.perf_counter()
+        arguments = {"task_description": "write the file", "work_dir": str(work)}
+        result = await client.call_tool("kimi_code_task", arguments)
+        done = time.perf_counter() - start
+    stderr.close()
+    data = result.structured_content
+    assert data["files_created"] == [f"out{i}.txt"], data
+    phases = logged(log, since)
+    first = fake.chat_requests()[0]["perf"] - start
+    return {
+        **{phase: phases[phase] for phase in list(PHASES)[:4]},
+        "first request": first,
+        "last byte": (fake.last_chunk_at or 0.0) - start,
+        "turn end": phases["change list"] - data["timings"].get("changes", 0.0),
+        "change list": phases["change list"],
+        "done": done,
+    }
+
+
+def bench_cold(dialect: str, fake: FakeMoonshot, runs: int, compare: str | None = None) -> None:
+    """Kimi's own non-interactive run and a fresh server's first call, sample by sample (see the docstring);
+    ``compare``: another kimi-mcp source tree's first call too, in the same turn."""
+    home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
+    binary, env = dialect_env(dialect, fake, home)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # both sides cache their bytecode, as installed ones do
+    servers = {"first kimi_code_task": env}
+    if compare:  # its own home: its own fast-connect record and log
+        other = {**env, "HOME": tempfile.mkdtemp(prefix="kbench-home-")}
+        servers[f"first kimi_code_task ({compare})"] = {**other, "PYTHONPATH": str(Path(compare, "src"))}
+    cmd = [binary, "--print", "-p"] if dialect == "legacy" else [binary, "-p"]
+    rows: dict[str, list[dict[str, float]]] = {f"kimi {' '.join(cmd[1:])}": [], **{k: [] for k in servers}}
+    for i in range(runs + 1):  # the first turn warms the caches (bytecode, records): not counted
+        script_task(fake, dialect, i)
+        sample = {"direct": direct_sample(cmd, fake, Path(tempfile.mkdtemp(prefix="kbench-work-")), env)}
+        for label, server_env in servers.items():
+            script_task(fake, dialect, i)
+            work = Path(tempfile.mkdtemp(prefix="kbench-work-"))
+            sample[label] = asyncio.run(cold_sample(server_env, work, fake, i))
+            time.sleep(1.0)  # the server's Kimi processes are gone; let the CPU settle
+        for label, row in zip(rows, sample.values(), strict=True):
+            if i:
+                rows[label].append(row)
+    direct = next(iter(rows.values()))
+    direct_done = statistics.median(row["done"] for row in direct)
+    for label, samples in rows.items():
+        phases = ", ".join(
+            f"{phase} {statistics.median(row[phase] for row in samples):.2f}" for phase in samples[0]
+        )
+        print(f"[{dialect}] {label}, seconds from its start (medians): {phases}")
+        print(f"[{dialect}]   done per sample: {[round(row['done'], 2) for row in samples]}")
+        if samples is not direct:
+            ratio = statistics.median(row["done"] for row in samples) / direct_done
+            print(f"[{dialect}] RATIO {label} / direct = {ratio:.3f}   (target <= 1.0)", flush=True)
 
 
 def bench_latency(dialect: str, fake: FakeMoonshot, runs: int) -> None:
@@ -267,9 +378,17 @@ def main() -> None:
     parser.add_argument("--dialect", choices=["legacy", "kimi-code", "both"], default="both")
     parser.add_argument("--skip-tree", action="store_true")
     parser.add_argument("--only-tree", action="store_true")
+    parser.add_argument("--cold", action="store_true", help="only the cold first call's breakdown")
+    parser.add_argument(
+        "--compare", metavar="SRC", help="with --cold: another kimi-mcp tree's first call too"
+    )
     args = parser.parse_args()
     dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
     with FakeMoonshot() as fake:
+        if args.cold:
+            for dialect in dialects:
+                bench_cold(dialect, fake, args.runs, args.compare)
+            return
         for dialect in [] if args.only_tree else dialects:
             bench_ratio(dialect, fake, args.runs)
             bench_latency(dialect, fake, args.runs)

@@ -8,8 +8,14 @@
    in-memory MCP client (server-side: no process boundary), and its ratio against a no-op tool on the
    same server and client (target ≤ 5 ms median).
 3. Server RSS with 4 live sessions held, and the Kimi processes' own RSS, per dialect.
+4. ``--fleet``: with the default settings (``--env NAME=VALUE`` changes one), one call in each of 10
+   workspaces, each leaving its conversation open; 10 s later the whole process tree (server, every Kimi and
+   Node it keeps) in RSS and PSS and how many Kimis it holds; then a follow-up (``kimi_continue``) on each of
+   the 3 newest conversations (live: target ≤ 1 s) and on the oldest (resumed from Kimi's session store).
+   Targets: ≤ 1.0 GB with Kimi Code, ≤ 0.5 GB with kimi-cli.
 
 Usage: uv run python benchmarks/bench_jobs.py [--runs 5] [--dialect legacy|kimi-code|both]
+       uv run python benchmarks/bench_jobs.py --fleet [--dialect ...] [--env KIMI_MCP_MAX_LIVE_SESSIONS=4]
 """
 
 from __future__ import annotations
@@ -185,13 +191,85 @@ def bench_live_rss(dialect: str, fake: FakeMoonshot) -> None:
     )
 
 
+def tree_memory(root: psutil.Process) -> tuple[float, float, int]:
+    """(RSS MB, PSS MB, Kimi processes) of ``root`` and everything under it."""
+    rss = pss = 0
+    kimis = 0
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            info = proc.memory_full_info()
+            kimis += proc.pid != root.pid and proc.ppid() == root.pid
+        except psutil.Error:
+            continue
+        rss, pss = rss + info.rss, pss + getattr(info, "pss", info.rss)
+    return rss / 2**20, pss / 2**20, kimis
+
+
+def bench_fleet(dialect: str, fake: FakeMoonshot, extra: dict[str, str]) -> None:
+    """10 workspaces, one conversation each, kept as the defaults (and ``extra``) say (see the docstring)."""
+    home = Path(tempfile.mkdtemp(prefix="kbench-home-"))
+    _binary, env = dialect_env(dialect, fake, home)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(extra)
+    works = [Path(tempfile.mkdtemp(prefix=f"kbench-fleet{i}-")) for i in range(10)]
+
+    async def follow_up(client: Client, session_id: str) -> tuple[float, bool]:
+        fake.script([Reply.text_reply("again")])
+        start = time.perf_counter()
+        result = await client.call_tool("kimi_continue", {"session_id": session_id, "message": "and now?"})
+        data = result.structured_content
+        assert data["success"], data
+        return time.perf_counter() - start, data["warm_start"]
+
+    async def body() -> None:
+        transport = StdioTransport(SERVER, [], env=env, cwd=str(works[0]), keep_alive=False)
+        async with Client(transport, timeout=300) as client:
+            await client.list_tools()
+            server = next(
+                p for p in psutil.Process().children(recursive=True) if "kimi-mcp" in " ".join(p.cmdline())
+            )
+            sessions = []
+            for work in works:
+                fake.script([Reply.text_reply("ok")])
+                result = await client.call_tool(
+                    "kimi_code_task", {"task_description": "hi", "work_dir": str(work)}
+                )
+                sessions.append(result.structured_content["session_id"])
+            await asyncio.sleep(10.0)
+            rss, pss, kimis = tree_memory(server)
+            print(
+                f"[{dialect}] after 10 calls in 10 workspaces, +10 s: process tree RSS {rss / 1024:.2f} GB, "
+                f"PSS {pss / 1024:.2f} GB, {kimis} Kimi processes  (target ≤ "
+                f"{'1.0' if dialect == 'kimi-code' else '0.5'} GB)",
+                flush=True,
+            )
+            for index in (9, 8, 7, 0):
+                seconds, live = await follow_up(client, sessions[index])
+                print(
+                    f"[{dialect}]   kimi_continue on conversation {index + 1} of 10: {seconds:.2f} s "
+                    f"({'live' if live else 'resumed'})",
+                    flush=True,
+                )
+
+    asyncio.run(body())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--dialect", choices=["legacy", "kimi-code", "both"], default="both")
     parser.add_argument("--token-delay", type=float, default=0.02, help="seconds between streamed chunks")
+    parser.add_argument("--fleet", action="store_true", help="only the 10-workspace memory measure")
+    parser.add_argument("--env", action="append", default=[], help="with --fleet: NAME=VALUE for the server")
     args = parser.parse_args()
+    if args.fleet:
+        extra = dict(item.split("=", 1) for item in args.env)
+        with FakeMoonshot() as fake:
+            for dialect in ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]:
+                fake.reset()
+                bench_fleet(dialect, fake, extra)
+        return
     bench_store_calls(args.jobs, reps=200)
     dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
     with FakeMoonshot() as fake:

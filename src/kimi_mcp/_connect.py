@@ -10,7 +10,10 @@ answered at once, and the server's own answer to them is dropped. The record's k
 covers every input of those answers: the Python, the package's files, the installed distributions, the
 ``KIMI_MCP_*``/``FASTMCP_*`` variables (the ``.env``'s included), the ``.env`` and the config file. A record
 the server contradicts is corrected, the client is sent ``notifications/tools/list_changed`` for a tool
-list, and the rest of the session asks the server. A server that cannot start (:meth:`FastConnect.refused`)
+list, and the rest of the session asks the server. A ``tools/list`` answered here reaches the server only once
+it has started and answered every request only it can answer (or when the client leaves, which then waits
+a few seconds for that check): a client's first tool call is not queued behind the server building every
+tool's schema for a list the client already has. A server that cannot start (:meth:`FastConnect.refused`)
 answers the client's requests with the reason as a JSON-RPC error, not a dropped connection.
 """
 
@@ -22,7 +25,7 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ HANDSHAKE = ("initialize", "server/discover")
 LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
 _KEYED_VARIABLES = ("KIMI_MCP_", "FASTMCP_")  # the settings the server's answers may depend on
 _KEEP_RECORDS = 16  # the records most recently used are kept; older ones go when a new one is written
+_CHECK_WAIT_S = 5.0  # how long a client that left waits for the server to check a tool list answered here
 _OFF = ("0", "false", "no", "off")
 
 
@@ -56,6 +60,13 @@ class FastConnect:
         self._served = False  # the server has written something: it had started
         self._announces = False  # ... which declares tools.listChanged
         self._refusal: dict[str, Any] | None = None  # the error every request gets: the server did not start
+        self._held: list[bytes] = []  # tool lists answered here, for the server once it is idle
+        self._checking: set[str] = set()  # ids of those the server has been sent and not answered yet
+        self._checked = threading.Condition(self._lock)  # notified when the server answers one, or ends
+        self._server_gone = False
+        self._server_lock = threading.Lock()  # one writer at a time to the server's stdin
+        self._first_call: dict[str, Any] | None = None  # the params of the client's first tools/call
+        self._on_first_call: Callable[[Any], None] | None = None
         self._client_gone = threading.Event()
         self._client_in = self._client_out = -1
 
@@ -94,19 +105,49 @@ class FastConnect:
                 if reply is not None:
                     self._write_client(_encode(reply))
                 if forward:
-                    with contextlib.suppress(OSError):  # a server that is gone reads nothing
-                        _write_all(self._to_server, line)
+                    self._to_server_now(line)
+        self._release(leaving=True)
+        with self._lock:  # the server checks what was held back before its stdin ends (it may be busy)
+            self._checked.wait_for(lambda: not self._checking or self._server_gone, timeout=_CHECK_WAIT_S)
         with contextlib.suppress(OSError):
             os.close(self._to_server)  # the client went away: the server sees its stdin end
         self._client_gone.set()
 
+    def _to_server_now(self, line: bytes) -> None:
+        with self._server_lock, contextlib.suppress(OSError):  # a server that is gone reads nothing
+            _write_all(self._to_server, line)
+
+    def _release(self, leaving: bool = False) -> None:
+        """Send the server the tool lists held back, once it is idle (answered everything it alone can
+        answer) or the client is ``leaving``."""
+        with self._lock:
+            if not self._held or not (leaving or self._idle()):
+                return
+            held, self._held = self._held, []
+        for line in held:
+            self._to_server_now(line)
+
+    def on_first_call(self, callback: Callable[[Any], None]) -> None:
+        """Have ``callback(params)`` told of the client's first ``tools/call`` (at once if it came already),
+        in the relay's thread: the server learns of it while it still loads (``first_call``)."""
+        with self._lock:
+            self._on_first_call = callback
+            params = self._first_call
+        if params is not None:
+            callback(params)
+
+    def _idle(self) -> bool:
+        """The server has started and answered every request only it can answer (call under the lock)."""
+        return self._served and not self._pending
+
     def _take(self, line: bytes) -> tuple[dict[str, Any] | None, bool]:
-        """A client message: the answer given here (or None), and whether the server is to get it."""
+        """A client message: the answer given here (or None), and whether the server is to get it now."""
         message = _parse(line)
         if message is None or "method" not in message or "id" not in message:
             return None, self._refusal is None  # not a request: nothing to answer
         key = self._recordable(message)
         request_id = json.dumps(message["id"])
+        announce: Callable[[Any], None] | None = None
         with self._lock:
             if self._refusal is not None:
                 return {"jsonrpc": "2.0", "id": message["id"], "error": self._refusal}, False
@@ -118,9 +159,17 @@ class FastConnect:
                 self._handshake_seen(message["method"], answer)
             if key is not None:
                 self._asked[request_id] = key
-        return (
-            {"jsonrpc": "2.0", "id": message["id"], "result": answer} if answer is not None else None
-        ), True
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": answer} if answer is not None else None
+            held = reply is not None and message["method"] == "tools/list" and not self._idle()
+            if held:
+                self._held.append(line)  # the server checks it once idle (see _release)
+                self._checking.add(request_id)
+            if message["method"] == "tools/call" and self._first_call is None:
+                self._first_call = message.get("params") or {}
+                announce = self._on_first_call
+        if announce is not None:
+            announce(self._first_call)
+        return reply, not held
 
     def _recordable(self, message: dict[str, Any]) -> str | None:
         """The record key of a request whose answer may be on record, else None."""
@@ -155,6 +204,10 @@ class FastConnect:
             for line in _lines(raw):
                 if not self._answered_here(line):
                     self._write_client(line)
+                self._release()
+        with self._lock:
+            self._server_gone = True
+            self._checked.notify_all()
         self._save()
 
     def _answered_here(self, line: bytes) -> bool:
@@ -165,7 +218,16 @@ class FastConnect:
         if message is None or "id" not in message or "method" in message:
             return False
         request_id = json.dumps(message["id"])
-        result = message.get("result")
+        try:
+            return self._recorded(request_id, message.get("result"))
+        finally:  # a client that left waits for this check (now recorded) before the server's stdin ends
+            with self._lock:
+                if request_id in self._checking:
+                    self._checking.discard(request_id)
+                    self._checked.notify_all()
+
+    def _recorded(self, request_id: str, result: Any) -> bool:
+        """The server answered ``request_id`` with ``result``: see :meth:`_answered_here`."""
         with self._lock:
             key = self._asked.pop(request_id, None)
             answered = request_id in self._answered
@@ -217,6 +279,9 @@ class FastConnect:
             waiting = list(self._pending.values())
             self._pending.clear()
             connected = self._connected
+            self._held.clear()  # nothing is left to check
+            self._server_gone = True
+            self._checked.notify_all()
         with contextlib.suppress(OSError):  # nothing reads the server's stdin any more: a write to it
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # fails (no reader left) instead of blocking
         for request_id in waiting:

@@ -126,6 +126,11 @@ class Settings(BaseModel):
         ),
     )
     standby_idle: float = Field(default=300.0, gt=0, description="Seconds an unused standby Kimi is kept")
+    max_standbys: int = Field(
+        default=1,
+        ge=0,
+        description="Standby Kimis kept at once, for the workspaces used last (the oldest exits first; 0: none)",
+    )
     wait_s: float | None = Field(
         default=None,
         ge=0,
@@ -139,7 +144,7 @@ class Settings(BaseModel):
         "is resumed from Kimi's own session store)",
     )
     max_live_sessions: int = Field(
-        default=4,
+        default=3,
         ge=0,
         description="Kimi sessions kept alive for kimi_continue (least recently used closed first)",
     )

@@ -40,6 +40,12 @@ class LazyRunner:
         """``standby = "startup"``: a standby for the default workspace (see ``Runner.prewarm_default``)."""
         self.get().prewarm_default(settings, environ)
 
+    def prewarm_for(
+        self, settings: Settings, environ: Mapping[str, str], work_dir: str | None, read_only: bool
+    ) -> None:
+        """A standby for a first call announced early (see ``first_call`` and ``Runner.prewarm_for``)."""
+        self.get().prewarm_for(settings, environ, work_dir, read_only)
+
     def held(self) -> tuple[int, int]:
         """(standbys, live conversations) the runner holds now; none before the first call."""
         runner = self._runner

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ErrorType, KimiMCPError
 
 
-class ErrorInfo(BaseModel):
+class _Model(BaseModel):
+    """Each result model builds its validator at its first use, not when this module loads (start-up speed:
+    a server's first call needs two or three of them)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class ErrorInfo(_Model):
     """Why a call failed and what to do about it."""
 
     type: ErrorType
@@ -29,7 +36,7 @@ class ErrorInfo(BaseModel):
         )
 
 
-class TruncatedItem(BaseModel):
+class TruncatedItem(_Model):
     """Something left out of the result to stay within the size budgets."""
 
     path: str = Field(description="File (relative to the workspace) or result field that was cut")
@@ -41,7 +48,7 @@ class TruncatedItem(BaseModel):
     )
 
 
-class ToolCallTrace(BaseModel):
+class ToolCallTrace(_Model):
     """One tool Kimi ran during the turn, from Kimi's own session log."""
 
     name: str
@@ -51,7 +58,7 @@ class ToolCallTrace(BaseModel):
     approval: Literal["auto", "approved", "rejected"] = "auto"
 
 
-class Usage(BaseModel):
+class Usage(_Model):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = Field(
@@ -59,12 +66,12 @@ class Usage(BaseModel):
     )
 
 
-class QuestionOption(BaseModel):
+class QuestionOption(_Model):
     label: str
     description: str = ""
 
 
-class QuestionInfo(BaseModel):
+class QuestionInfo(_Model):
     """The question a job waits on (status 'waiting'): answer it with kimi_job(job_id, action='answer',
     answer=...)."""
 
@@ -82,7 +89,7 @@ class QuestionInfo(BaseModel):
     )
 
 
-class MessageInfo(BaseModel):
+class MessageInfo(_Model):
     """A message sent to the running job (kimi_steer) that reached Kimi."""
 
     at: str = Field(description="ISO 8601, UTC")
@@ -91,7 +98,7 @@ class MessageInfo(BaseModel):
     text: str
 
 
-class Evidence(BaseModel):
+class Evidence(_Model):
     """What Kimi looked at and did, from its own session log (not from its prose)."""
 
     files_read: list[str] = Field(default_factory=list, description="Files Kimi read or searched")
@@ -106,7 +113,7 @@ GOING: tuple[str, ...] = ("running", "starting", "queued", "waiting")
 Kimi finishes starting), running (Kimi's turn), waiting (Kimi asked a question: ``question`` says what)."""
 
 
-class JobProgress(BaseModel):
+class JobProgress(_Model):
     """Where a job that is still going stands."""
 
     elapsed_s: float = Field(description="Seconds since the job started")
@@ -118,7 +125,7 @@ class JobProgress(BaseModel):
     )
 
 
-class WorktreeInfo(BaseModel):
+class WorktreeInfo(_Model):
     """Where an isolated job (``isolation="worktree"``) worked, and its change against the base."""
 
     id: str = Field(description="The isolated copy (the first job of its conversation)")
@@ -129,7 +136,7 @@ class WorktreeInfo(BaseModel):
     deletions: int = 0
 
 
-class VerifyOutcome(BaseModel):
+class VerifyOutcome(_Model):
     """``verify_command`` run after Kimi's turn, where the job ran (the isolated copy, or the workspace)."""
 
     command: str
@@ -140,7 +147,7 @@ class VerifyOutcome(BaseModel):
     output_tail: str = Field(default="", description="The last lines of its stdout and stderr")
 
 
-class FixRound(BaseModel):
+class FixRound(_Model):
     """One round of ``fix_rounds``: Kimi's turn (round 0: the first; then each fix turn), then the check."""
 
     round: int = Field(description="0: the first turn; 1, 2, ...: the fix turns")
@@ -152,7 +159,7 @@ class FixRound(BaseModel):
     tokens: int = Field(default=0, description="Kimi's input + output tokens in the round")
 
 
-class AttemptSummary(BaseModel):
+class AttemptSummary(_Model):
     """One of several parallel attempts (``attempts``), best first."""
 
     job_id: str
@@ -166,7 +173,7 @@ class AttemptSummary(BaseModel):
     error: str | None = None
 
 
-class DryRunInfo(BaseModel):
+class DryRunInfo(_Model):
     """What a call would do (``dry_run=true``): its prompt, computed as the real call computes it."""
 
     prompt_chars: int = Field(description="Characters of Kimi's message")
@@ -189,7 +196,7 @@ class DryRunInfo(BaseModel):
     max_tokens: int | None = Field(default=None, description="The job's token limit; null: none")
 
 
-class TaskResult(BaseModel):
+class TaskResult(_Model):
     """What Kimi said and every file it created, changed or deleted."""
 
     success: bool | None = Field(
@@ -301,7 +308,7 @@ class RefactorResult(StructuredResult):
     )
 
 
-class CodeChange(BaseModel):
+class CodeChange(_Model):
     path: str
     description: str = ""
     diff: str = Field(default="", description="Unified diff when the original was known (relevant_files)")
@@ -314,7 +321,7 @@ class DebugResult(StructuredResult):
     code_changes: list[CodeChange] = Field(default_factory=list)
 
 
-class Suggestion(BaseModel):
+class Suggestion(_Model):
     title: str = ""
     detail: str = ""
     file: str | None = None
@@ -328,7 +335,7 @@ class AnalysisResult(StructuredResult):
     suggestions: list[Suggestion] = Field(default_factory=list)
 
 
-class Finding(BaseModel):
+class Finding(_Model):
     requirement: str = ""
     status: Literal["met", "unmet", "partial", "unknown"] = "unknown"
     file: str | None = None
@@ -351,7 +358,7 @@ class ConsultResult(StructuredResult):
     confidence: float | None = Field(default=None, ge=0, le=1)
 
 
-class ReviewFinding(BaseModel):
+class ReviewFinding(_Model):
     file: str = Field(description="A file of the reviewed diff, relative to the workspace")
     line: int | None = Field(default=None, description="1-based line in the file's new version")
     severity: Literal["critical", "major", "minor", "nit"] = "minor"
@@ -360,7 +367,7 @@ class ReviewFinding(BaseModel):
     suggestion: str = ""
 
 
-class ReviewedInfo(BaseModel):
+class ReviewedInfo(_Model):
     """The git range kimi_review reviewed."""
 
     range: str
@@ -381,7 +388,7 @@ class ReviewResult(StructuredResult):
     reviewed: ReviewedInfo | None = None
 
 
-class ConflictInfo(BaseModel):
+class ConflictInfo(_Model):
     path: str = Field(description="Relative to the workspace")
     reason: str
     hunks: list[str] = Field(
@@ -389,7 +396,7 @@ class ConflictInfo(BaseModel):
     )
 
 
-class ApplyResult(BaseModel):
+class ApplyResult(_Model):
     """What ``kimi_apply`` landed in your tree, or why it landed nothing."""
 
     success: bool
@@ -404,7 +411,7 @@ class ApplyResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-class JobSummary(BaseModel):
+class JobSummary(_Model):
     """One job, as ``kimi_jobs`` lists it."""
 
     job_id: str
@@ -418,7 +425,7 @@ class JobSummary(BaseModel):
     summary: str = Field(default="", description="One line: what was asked, or what came of it")
 
 
-class JobList(BaseModel):
+class JobList(_Model):
     """Recent jobs of every kimi-mcp server sharing this job store, newest first."""
 
     success: bool = True
@@ -434,7 +441,7 @@ class GroupCancelResult(TaskResult):
     )
 
 
-class PendingJob(BaseModel):
+class PendingJob(_Model):
     """A job ``kimi_wait`` still waits for."""
 
     job_id: str
@@ -447,7 +454,7 @@ class PendingJob(BaseModel):
     group: str | None = None
 
 
-class WaitResult(BaseModel):
+class WaitResult(_Model):
     """What ``kimi_wait`` gathered: the finished jobs' results and where the others stand."""
 
     success: bool = True

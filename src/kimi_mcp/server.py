@@ -1,5 +1,6 @@
 """The FastMCP server (``cli`` starts it): stdio or ``--http``. stdout carries JSON-RPC only; logs go to
-stderr."""
+stderr. The MCP SDK loads once the configuration is read (start-up speed: a first call the fast connect
+announces meanwhile starts its Kimi while the SDK loads, see ``first_call``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import sys
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
-
-from fastmcp import FastMCP
-from fastmcp.server.auth import TokenVerifier
 
 from . import __version__, telemetry
 from ._logging import CLIENT, setup_logging
@@ -29,13 +27,17 @@ from .config import (
     unknown_variables,
 )
 from .errors import KimiMCPError, SettingsError
-from .http_auth import DASHBOARD_PATH, http_auth, required_token
+from .first_call import FirstCall
+from .http_token import required_token
 from .instructions import INSTRUCTIONS
 from .lazy_runner import LazyRunner
 from .secrets import configured_secrets
-from .tools import prune_copies, register_tools, shutdown_jobs
 
 if TYPE_CHECKING:
+    from fastmcp import FastMCP
+    from fastmcp.server.auth import TokenVerifier
+
+    from ._connect import FastConnect
     from .executors import RunTask
 
 
@@ -52,55 +54,38 @@ def create_server(
     ``on_load()``); ``run`` runs a Kimi turn (a fake in the tool layer's tests; default: ``runner``, the
     server's, made at the first call); ``problem``: the configuration was invalid (the server serves, every
     Kimi call says why); ``env``: the environment Kimi runs in (default: the process's, read now)."""
-    mcp = FastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
+    # the MCP SDK and the tools' machinery: loaded once the configuration is read (start-up speed)
+    from .state_store import KimiFastMCP
+    from .tools import register_tools
+
+    mcp = KimiFastMCP("kimi-mcp", version=__version__, instructions=INSTRUCTIONS, auth=auth)
     env = read_environment() if env is None else env
     register_tools(mcp, settings, run, problem, on_load, env=env, runner=runner or LazyRunner())
     return mcp
 
 
-def serve(args: argparse.Namespace) -> None:
-    """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``)."""
+def serve(args: argparse.Namespace, relay: FastConnect | None = None) -> None:
+    """Run the server until the client hangs up or a signal ends it (``cli.main`` parsed ``args``; ``relay``:
+    the fast connect over stdio, which tells of a first call that comes while the SDK loads)."""
     limit_malloc_arenas()
-    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
-    load_env_file()
-    settings, problem = configured()
-    env = read_environment()
-    try:
-        auth = http_auth(args.host, settings.http_token) if args.http else None
-    except ConfigError as exc:  # never serve HTTP off loopback without its token
-        print(f"kimi-mcp: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-    if (broker := env.get("KIMI_MCP_BROKER", "").strip()) and (why := broker_problem(broker)):
-        refused = ConfigError(f"KIMI_MCP_BROKER refused: {why}")  # pickles: never an open Redis
-        print(f"kimi-mcp: {refused}", file=sys.stderr)
-        raise SystemExit(2) from refused
-    logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
-    for warning in unknown_variables(env):
-        logger.warning("%s", warning, extra=CLIENT)
-    telemetry.setup("kimi-mcp", env, content=settings.otel_content)  # a no-op unless OTEL_* configures it
-    holder: list[FastMCP] = []
+    settings, problem, env = _configure(args)
+    auth = _http_auth(args, settings)
     runner = LazyRunner()  # made at the first Kimi call
-
-    def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left
-        threading.Thread(target=_prune_copies, args=(holder[0],), daemon=True).start()
-
-    try:
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
-    except ValueError as exc:  # KIMI_MCP_TOOLS names unknown tools: serve them all, each says why
-        problem = SettingsError(str(exc), details={"problems": [str(exc)]})
-        settings = settings.model_copy(update={"tools": None})
-        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
-    holder.append(mcp)
+    first = FirstCall(runner, settings, env)
+    if relay is not None and problem is None:
+        relay.on_first_call(first.announced)
+    if settings.standby == "startup":  # before the SDK loads: Kimi's start overlaps the server's
+        threading.Thread(target=runner.prewarm_default, args=(settings, env), daemon=True).start()
+    mcp = _server(settings, auth, problem, env, runner)
     if args.http:
         _mount_dashboard(mcp, settings, env, runner, required_token(args.host, settings.http_token))
-    if problem is not None:
-        print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
+    from .tools import shutdown_jobs  # loaded with the server above
+
     atexit.register(runner.shutdown)  # also on paths that skip the finally below
     atexit.register(shutdown_jobs)  # runs first (atexit is last in, first out)
     for signum in _EXIT_SIGNALS:
         signal.signal(signum, _exit_on_signal)
-    if settings.standby == "startup":
-        threading.Thread(target=runner.prewarm_default, args=(settings, env), daemon=True).start()
+    first.server_up()
     try:
         if args.http:
             mcp.run(
@@ -122,6 +107,58 @@ def serve(args: argparse.Namespace) -> None:
             os._exit(128 + _signalled[0])
 
 
+def _configure(args: argparse.Namespace) -> tuple[Settings, KimiMCPError | None, dict[str, str]]:
+    """The settings (and why they were refused), the environment; logging set up. Exits 2 on a broker it must
+    not use (one open to anyone)."""
+    load_env_file()
+    settings, problem = configured()
+    env = read_environment()
+    if (broker := env.get("KIMI_MCP_BROKER", "").strip()) and (why := broker_problem(broker)):
+        refused = ConfigError(f"KIMI_MCP_BROKER refused: {why}")  # pickles: never an open Redis
+        print(f"kimi-mcp: {refused}", file=sys.stderr)
+        raise SystemExit(2) from refused
+    logger = setup_logging(settings.log_level, settings.log_file, configured_secrets(env))
+    for warning in unknown_variables(env):
+        logger.warning("%s", warning, extra=CLIENT)
+    telemetry.setup("kimi-mcp", env, content=settings.otel_content)  # a no-op unless OTEL_* configures it
+    return settings, problem, env
+
+
+def _http_auth(args: argparse.Namespace, settings: Settings) -> TokenVerifier | None:
+    if not args.http:
+        return None
+    from .http_auth import http_auth  # the SDK's HTTP machinery: only to serve HTTP (start-up speed)
+
+    try:
+        return http_auth(args.host, settings.http_token)
+    except ConfigError as exc:  # never serve HTTP off loopback without its token
+        print(f"kimi-mcp: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def _server(
+    settings: Settings, auth: TokenVerifier | None, problem: KimiMCPError | None, env: dict[str, str],
+    runner: LazyRunner,
+) -> FastMCP:  # fmt: skip
+    """The server (``create_server``); ``KIMI_MCP_TOOLS`` naming unknown tools serves them all, each saying
+    why."""
+    holder: list[FastMCP] = []
+
+    def prune_later() -> None:  # the tools are loaded: remove isolated copies a dead server left
+        threading.Thread(target=_prune_copies, args=(holder[0],), daemon=True).start()
+
+    try:
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
+    except ValueError as exc:
+        problem = SettingsError(str(exc), details={"problems": [str(exc)]})
+        settings = settings.model_copy(update={"tools": None})
+        mcp = create_server(settings, auth, problem=problem, on_load=prune_later, env=env, runner=runner)
+    holder.append(mcp)
+    if problem is not None:
+        print(f"kimi-mcp: {problem.message} (serving anyway: every call reports it)", file=sys.stderr)
+    return mcp
+
+
 def _mount_dashboard(
     mcp: FastMCP, settings: Settings, env: dict[str, str], runner: LazyRunner, token: str | None
 ) -> None:
@@ -130,6 +167,7 @@ def _mount_dashboard(
     from starlette.routing import Mount  # the dashboard loads only with --http (start-up speed)
 
     from .dashboard import Source, create_app
+    from .http_auth import DASHBOARD_PATH  # the SDK's HTTP machinery: only to serve HTTP (start-up speed)
 
     app = create_app(Source(settings, env, close_live=runner.close_live), token=token)
     # FastMCP's custom_route() registers a Route; a Mount joins the same list of the app's extra routes
@@ -138,6 +176,8 @@ def _mount_dashboard(
 
 def _prune_copies(mcp: FastMCP) -> None:
     """Remove isolated copies a dead server left behind (in the background: the client is connecting)."""
+    from .tools import prune_copies  # loaded with the server
+
     try:
         prune_copies(mcp)
     except Exception:

@@ -267,3 +267,73 @@ def test_a_start_refused_before_any_handshake_answers_the_waiting_requests_with_
     assert "KIMI_MCP_BROKER refused" in error["message"] and "password" in error["message"]
     assert error["data"]["type"] == "config"
     assert refused.code == 2 and records(env) == []
+
+
+#: a stand-in for the server behind the relay: it writes its record first, then logs every message it gets
+#: and answers nothing until it has a tool call (``sys.argv[1]``: the log; ``[2]``: seconds before answering)
+STAND_IN = """
+import json, os, sys, time
+from kimi_mcp._connect import FastConnect, record_path
+from kimi_mcp._sources import settings_environment
+
+view, env_file = settings_environment(os.environ)
+path = record_path(view, env_file)
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text(json.dumps({"initialize 2025-11-25": {"served": "init"}, "tools/list 2025-11-25": {"tools": []}}))
+FastConnect.start()
+log, waiting = open(sys.argv[1], "w"), []
+for line in sys.stdin:
+    message = json.loads(line)
+    log.write(message.get("method", "") + "\\n")
+    log.flush()
+    if "id" in message:
+        waiting.append(message)
+    if message.get("method") == "tools/call" or message.get("method") == "tools/list":
+        time.sleep(float(sys.argv[2]))
+        for asked in waiting:
+            result = {"served": "init"} if asked["method"] == "initialize" else {"tools": []}
+            print(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": result}), flush=True)
+        waiting = []
+"""
+
+
+def stand_in(env: dict[str, str], tmp_path: Path, delay: float) -> tuple[subprocess.Popen, Path]:
+    script, log = tmp_path / "stand_in.py", tmp_path / "received.log"
+    script.write_text(STAND_IN)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(log), str(delay)], env=env, cwd=tmp_path,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write("".join(json.dumps(m) + "\n" for m in [INITIALIZE, INITIALIZED, LIST, JOBS]))
+    proc.stdin.flush()
+    return proc, log
+
+
+def test_a_tool_list_answered_from_the_record_reaches_the_server_after_the_call_sent_with_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The list is answered at once, and checked by the server only once it answered the call: the call does
+    not wait for the server building the list the client already has."""
+    proc, log = stand_in(env, tmp_path, 0.0)
+    assert proc.stdin is not None and proc.stdout is not None
+    answers: dict[int, dict] = {}
+    while 3 not in answers:
+        message = json.loads(proc.stdout.readline())
+        answers[message["id"]] = message
+    assert answers[2]["result"] == {"tools": []} and list(answers)[:2] == [1, 2]  # from the record, at once
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert log.read_text().split() == ["initialize", "notifications/initialized", "tools/call", "tools/list"]
+
+
+def test_a_tool_list_held_back_still_reaches_the_server_when_the_client_leaves_first(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The client leaves before the server answered anything: the list it got from the record is still
+    checked by the server, before the server's stdin ends."""
+    proc, log = stand_in(env, tmp_path, 1.0)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    assert log.read_text().split() == ["initialize", "notifications/initialized", "tools/call", "tools/list"]

@@ -176,3 +176,62 @@ def test_the_client_hears_of_a_misspelt_variable_and_of_the_standby_used(
     assert heard.count(("warning", warning)) == 1, heard  # stdio has one client: it hears it once
     assert heard.count(("info", f"using the standby Kimi for {workspace}")) == 1, heard
     assert not processes_with_home(kimi.home)
+
+
+def test_a_first_call_sent_while_the_server_loads_takes_the_kimi_started_for_it_then(
+    kimi: KimiUnderTest, fake: FakeMoonshot, workspace: Path, tmp_path: Path
+):
+    """A client connecting to a server started before answers from the fast connect's record (a first session
+    records it), and its first call reaches the relay while the server still imports the MCP SDK: that
+    call's Kimi starts then, and the call, once the server reads it, takes it. Its result is the call's own."""
+    log = tmp_path / "server.log"
+
+    async def connect(client: Client) -> int:
+        return len(await client.list_tools())
+
+    assert asyncio.run(with_client(kimi.env, workspace, log, connect)) == 16  # records the handshake
+    fake.script([Reply.tool(*kimi.write("one.txt", "1\n")), Reply.text_reply("first done")], marker="FIRST")
+
+    async def body(client: Client) -> dict:
+        arguments = {"task_description": "FIRST task", "work_dir": str(workspace)}
+        return (await client.call_tool("kimi_code_task", arguments)).structured_content
+
+    first = asyncio.run(with_client(kimi.env, workspace, log, body))
+    assert first["success"] is True and first["warm_start"] is True, first
+    assert first["files_created"] == ["one.txt"] and first["output"] == "first done"
+    said = log.read_text()
+    assert "a first call came while the server loads" in said and "using the standby Kimi" in said
+    assert len(fake.chat_requests()) == 2  # the write, then the answer: one turn, nothing else asked
+    assert not processes_with_home(kimi.home), "a standby or exiting Kimi outlived the server"
+
+
+def test_by_default_the_3_newest_conversations_stay_live_with_1_standby_and_the_oldest_resumes(
+    kimi: KimiUnderTest, fake: FakeMoonshot, tmp_path: Path
+):
+    """Calls in 4 workspaces: kimi_status then counts 3 live conversations and 1 standby (the memory policy's
+    defaults); a follow-up on the newest is typed into its live Kimi, one on the oldest resumes it."""
+    works = []
+    for name in ("w1", "w2", "w3", "w4"):
+        (tmp_path / name).mkdir()
+        works.append(tmp_path / name)
+
+    async def body(client: Client) -> tuple[dict, dict, dict]:
+        sessions = []
+        for index, work in enumerate(works):
+            fake.script([Reply.text_reply(f"done {index}")], marker=f"TASK-{index}")
+            arguments = {"task_description": f"TASK-{index}", "work_dir": str(work)}
+            sessions.append(
+                (await client.call_tool("kimi_code_task", arguments)).structured_content["session_id"]
+            )
+        status = (await client.call_tool("kimi_status", {})).structured_content
+        fake.script([Reply.text_reply("newest again")], marker="AGAIN-NEW")
+        newest = await client.call_tool("kimi_continue", {"session_id": sessions[-1], "message": "AGAIN-NEW"})
+        fake.script([Reply.text_reply("oldest again")], marker="AGAIN-OLD")
+        oldest = await client.call_tool("kimi_continue", {"session_id": sessions[0], "message": "AGAIN-OLD"})
+        return status, newest.structured_content, oldest.structured_content
+
+    status, newest, oldest = asyncio.run(with_client(kimi.env, works[0], tmp_path / "server.log", body))
+    assert (status["live_sessions"], status["standbys"]) == (3, 1), status
+    assert newest["success"] and newest["warm_start"] is True and newest["output"] == "newest again"
+    assert oldest["success"] and oldest["warm_start"] is False and oldest["output"] == "oldest again"
+    assert not processes_with_home(kimi.home), "a standby or a live Kimi outlived the server"

@@ -63,7 +63,7 @@ def test_defaults_without_file_or_environment(xdg: Path) -> None:
     assert settings.tracker_fork is True
     assert settings.tracker_spill is True
     assert settings.wait_s is None  # a call waits for its turn unless told otherwise
-    assert settings.session_idle == 900.0 and settings.max_live_sessions == 4
+    assert settings.session_idle == 900.0 and settings.max_live_sessions == 3 and settings.max_standbys == 1
     assert settings.job_ttl_days == 7.0 and settings.state_dir is None
 
 

@@ -78,10 +78,11 @@ def main(argv: list[str] | None = None) -> None:
     relay = None
     if not args.http:
         relay = FastConnect.start()  # the client's handshake is answered while the MCP SDK loads
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")  # FastMCP reads it when it is imported, below
     try:
-        from ..server import serve  # FastMCP and the rest load only to serve
+        from ..server import serve  # the configuration, then FastMCP and the rest: only to serve
 
-        serve(args)
+        serve(args, relay)
     except BaseException as exc:
         if relay is not None:
             relay.refused(exc)  # a server that could not start: the client's requests are told why

@@ -69,22 +69,28 @@ class Runner:
                 model=start_flag(install, key.model, env),
             )  # fmt: skip
 
-        self.pool.prewarm(key, factory, settings.standby_idle)
+        self.pool.prewarm(key, factory, settings.standby_idle, settings.max_standbys)
 
     def prewarm_default(self, settings: Settings, environ: Mapping[str, str]) -> None:
         """``standby = "startup"``: a write-mode standby for the default workspace, started at server start."""
+        self.prewarm_for(settings, environ, None, read_only=False)
+
+    def prewarm_for(
+        self, settings: Settings, environ: Mapping[str, str], work_dir: str | None, read_only: bool
+    ) -> None:
+        """A standby for a call's ``work_dir`` (else the default workspace) in that mode, on the default model."""
         env = dict(environ)
         try:
             workspace = resolve_workspace(
-                None, [], settings.workspace, allow_home=settings.allow_home_workspace
+                work_dir, [], settings.workspace, allow_home=settings.allow_home_workspace
             )
             binary = find_binary(settings.kimi_bin, env, kimi_code_prefix(env))
             install = probe(binary, env, settings.dialect)
             model = model_run(install, model_alias(install, None, settings, env), env)
         except (KimiMCPError, OSError) as exc:
-            log.info("no standby at startup: %s", exc)
+            log.info("no standby started: %s", exc)
             return
-        key = standby_key(binary, install, workspace, False, settings, model)
+        key = standby_key(binary, install, workspace, read_only, settings, model)
         self.prewarm(key, install, settings, env)
 
     def shutdown(self) -> None:

@@ -34,7 +34,6 @@ from ..session import KimiSession
 
 log = get_logger("pool")
 
-MAX_STANDBYS = 2
 HALT_WAIT = 5.0  # seconds a standby's thread has to stop before its Kimi is killed under it
 _INSTRUCTION_FILES = frozenset({"agents.md", "claude.md"})
 
@@ -156,18 +155,21 @@ class SessionPool:
 
     # -- standbys --------------------------------------------------------------------------------------
     def prewarm(
-        self, key: StandbyKey, factory: Callable[[threading.Event], KimiSession], idle: float
+        self, key: StandbyKey, factory: Callable[[threading.Event], KimiSession], idle: float, limit: int
     ) -> None:
-        """Start a standby for ``key`` in the background unless one exists already.
+        """Start a standby for ``key`` in the background unless one exists already; at most ``limit`` of
+        them (the oldest exits; 0: none).
 
         ``factory(cancel)`` builds the (unstarted) session; ``cancel`` is set when the standby is stopped.
         """
+        if limit <= 0:
+            return
         signature = workspace_signature(Path(key.workspace), key.lists_workspace)  # before Kimi reads it
         with self._lock:
             if self._closed or key in self._standbys:
                 return
             standby = _Standby(key, signature, factory)
-            evicted = self._add(self._standbys, key, standby, idle, MAX_STANDBYS)
+            evicted = self._add(self._standbys, key, standby, idle, limit)
         for old in evicted:
             self._retire_standby(old)
         log.info(

@@ -2,11 +2,13 @@
 (``kimi_mcp.adapter.pipeline``) does the rest, running each call as a job. ``TOOLS`` is the one list of them
 (name → the module that defines it); ``register_tools`` adds the enabled ones to a server *at its first
 request after ``initialize``*, so a client's connect does not wait for the tool modules, their result models
-and schemas to be built. Write tools may change the workspace; read-only tools run Kimi in plan mode and
-reject every write or command at the approval layer; the job tools (``jobs``) wait for, answer, list and
-continue jobs; ``control`` steers a running job (``kimi_steer``); ``worktrees`` applies or discards isolated
-jobs. Kimi's questions are asked of the caller (``adapter.questions``). The Kimi tools also run as MCP tasks
-(``adapter.tasks``), for a client that asks for one."""
+and schemas to be built; a first request that is a tool call loads that tool only (the rest load at the next
+request of another kind, e.g. the tool list), so a client's first call waits for no other tool. Write tools
+may change the workspace; read-only tools run Kimi in plan mode and reject every write or command at the
+approval layer; the job tools (``jobs``) wait for, answer, list and continue jobs; ``control`` steers a
+running job (``kimi_steer``); ``worktrees`` applies or discards isolated jobs. Kimi's questions are asked of
+the caller (``adapter.questions``). The Kimi tools also run as MCP tasks (``adapter.tasks``), for a client
+that asks for one."""
 
 from __future__ import annotations
 
@@ -48,25 +50,25 @@ def register_tools(
     """Register the tools allowed by ``settings.tools`` (``ValueError`` at once for unknown names), running
     Kimi with ``run`` (default: the server's ``runner``) in ``env`` (the environment the server read at its
     start); with a configuration ``problem`` every Kimi call answers with it. They are loaded at the
-    server's first request other than ``initialize``, then ``on_load()`` runs."""
+    server's first request other than ``initialize`` (a tool call: that tool first), after the server's
+    backend, then ``on_load()`` runs."""
     names = enabled_tools(settings)
     mcp.add_extension(JobTasks(ttl_ms=int(settings.job_ttl_days * 86_400_000)))
 
-    def load() -> None:
-        _load(mcp, names, settings, env, runner, run, problem)
+    def backend() -> None:
+        _bind(mcp, settings, env, runner, run, problem)
         if on_load is not None:
             on_load()
 
-    mcp.add_middleware(_LoadTools(load))
+    mcp.add_middleware(_LoadTools(mcp, names, backend))
     mcp.add_middleware(_ArgumentErrors())
     mcp.add_middleware(_RelayEvents())
     mcp.add_middleware(_ResourceErrors())
     return names
 
 
-def _load(
+def _bind(
     mcp: FastMCP,
-    names: list[str],
     settings: Settings,
     env: dict[str, str],
     runner: LazyRunner,
@@ -80,27 +82,45 @@ def _load(
     pipeline.bind(mcp, backend)
     _job_managers.add(backend.jobs)
     resources.register_resources(mcp, backend.jobs)
-    for name in names:
-        mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
 
 
 class _LoadTools(Middleware):
-    """Loads the tools before the first request that may need them (anything but ``initialize``)."""
+    """Loads the tools before the first request that may need them (anything but the handshake): the
+    server's backend (``bind()``) first, then every enabled tool, except for a call of an enabled tool while
+    the rest are not loaded yet: that loads the called tool only."""
 
-    def __init__(self, load: Callable[[], None]) -> None:
-        self._load = load
+    def __init__(self, mcp: FastMCP, names: list[str], bind: Callable[[], None]) -> None:
+        self._mcp = mcp
+        self._names = names
+        self._bind = bind
+        self.bound = False
+        self.added: set[str] = set()
         self.loaded = False
         self.listed = False
 
     async def on_request(self, context: MiddlewareContext[Any], call_next: Any) -> Any:
-        if not self.loaded and context.method not in ("initialize", "ping"):
-            self.loaded = True
-            self._load()
+        if not self.loaded and context.method not in ("initialize", "server/discover", "ping"):
+            called = getattr(context.message, "name", None) if context.method == "tools/call" else None
+            if called not in self.added:
+                self._load([called] if called in self._names else self._names)
         result = await call_next(context)
         if context.method == "tools/list" and not self.listed:
             self.listed = True
             log.info("tools listed to the client")
         return result
+
+    def _load(self, names: list[str]) -> None:
+        if not self.bound:
+            self.bound = True
+            self._bind()
+        if names == self._names:  # all of them, in the order of TOOLS (a tool called first is added again)
+            for name in self.added:
+                self._mcp.local_provider.remove_tool(name)
+            self.added.clear()
+        for name in names:
+            self.added.add(name)
+            self._mcp.add_tool(getattr(importlib.import_module(f"{__name__}.{TOOLS[name]}"), name))
+        self.loaded = names == self._names
 
 
 class _ArgumentErrors(Middleware):

@@ -107,8 +107,8 @@ def test_signature_without_listing_only_watches_instruction_files(tmp_path: Path
 def test_take_returns_the_ready_standby_once(pool: SessionPool, tmp_path: Path):
     factory = Factory()
     key = key_for(tmp_path)
-    pool.prewarm(key, factory, idle=60)
-    pool.prewarm(key, factory, idle=60)  # one standby per key
+    pool.prewarm(key, factory, idle=60, limit=2)
+    pool.prewarm(key, factory, idle=60, limit=2)  # one standby per key
     session = pool.take(key, threading.Event(), time.monotonic() + 5)
     assert session is factory.made[0] and len(factory.made) == 1
     assert session.events == ["started"]
@@ -119,7 +119,7 @@ def test_take_returns_the_ready_standby_once(pool: SessionPool, tmp_path: Path):
 def test_take_waits_for_a_standby_that_is_still_starting(pool: SessionPool, tmp_path: Path):
     factory = Factory(start_delay=0.3)
     key = key_for(tmp_path)
-    pool.prewarm(key, factory, idle=60)
+    pool.prewarm(key, factory, idle=60, limit=2)
     session = pool.take(key, threading.Event(), time.monotonic() + 5)
     assert session is factory.made[0] and session.events == ["started"]
 
@@ -127,7 +127,7 @@ def test_take_waits_for_a_standby_that_is_still_starting(pool: SessionPool, tmp_
 def test_changed_workspace_discards_the_standby(pool: SessionPool, tmp_path: Path):
     factory = Factory()
     key = key_for(tmp_path)
-    pool.prewarm(key, factory, idle=60)
+    pool.prewarm(key, factory, idle=60, limit=2)
     (tmp_path / "new-top-level-file.txt").write_text("")
     assert pool.take(key, threading.Event(), time.monotonic() + 5) is None
     assert wait_until(lambda: "killed" in factory.made[0].events)
@@ -136,7 +136,7 @@ def test_changed_workspace_discards_the_standby(pool: SessionPool, tmp_path: Pat
 def test_listing_changes_do_not_matter_when_the_dialect_lists_later(pool: SessionPool, tmp_path: Path):
     factory = Factory()
     key = key_for(tmp_path, lists=False)
-    pool.prewarm(key, factory, idle=60)
+    pool.prewarm(key, factory, idle=60, limit=2)
     (tmp_path / "new-top-level-file.txt").write_text("")
     assert pool.take(key, threading.Event(), time.monotonic() + 5) is factory.made[0]
 
@@ -144,25 +144,31 @@ def test_listing_changes_do_not_matter_when_the_dialect_lists_later(pool: Sessio
 def test_failed_standby_is_not_used(pool: SessionPool, tmp_path: Path):
     factory = Factory(fail=True)
     key = key_for(tmp_path)
-    pool.prewarm(key, factory, idle=60)
+    pool.prewarm(key, factory, idle=60, limit=2)
     assert pool.take(key, threading.Event(), time.monotonic() + 5) is None
     assert factory.made[0].events == ["killed"]
 
 
 def test_unused_standby_expires_with_a_clean_exit(pool: SessionPool, tmp_path: Path):
     factory = Factory()
-    pool.prewarm(key_for(tmp_path), factory, idle=0.2)
+    pool.prewarm(key_for(tmp_path), factory, idle=0.2, limit=2)
     assert wait_until(lambda: "closed" in factory.made[0].events)
     assert pool.counts() == (0, 0, 0) or wait_until(lambda: pool.counts() == (0, 0, 0))
 
 
-def test_at_most_two_standbys_the_oldest_is_evicted(pool: SessionPool, tmp_path: Path):
+def test_a_zero_limit_starts_no_standby(pool: SessionPool, tmp_path: Path):
+    factory = Factory()
+    pool.prewarm(key_for(tmp_path), factory, idle=60, limit=0)  # KIMI_MCP_MAX_STANDBYS=0
+    assert factory.made == [] and pool.counts()[0] == 0
+
+
+def test_at_most_limit_standbys_the_oldest_is_evicted(pool: SessionPool, tmp_path: Path):
     factory = Factory()
     roots = []
     for name in ("a", "b", "c"):
         (tmp_path / name).mkdir()
         roots.append(tmp_path / name)
-        pool.prewarm(key_for(tmp_path / name), factory, idle=60)
+        pool.prewarm(key_for(tmp_path / name), factory, idle=60, limit=2)
     assert wait_until(lambda: "killed" in factory.made[0].events)
     assert pool.take(key_for(roots[0]), threading.Event(), time.monotonic() + 5) is None
     assert pool.take(key_for(roots[2]), threading.Event(), time.monotonic() + 5) is factory.made[2]
@@ -171,7 +177,7 @@ def test_at_most_two_standbys_the_oldest_is_evicted(pool: SessionPool, tmp_path:
 def test_shutdown_stops_standbys_active_and_exiting_sessions(tmp_path: Path):
     pool = SessionPool()
     factory = Factory(start_delay=30)  # still starting: shutdown must abort it, not wait 30 s
-    pool.prewarm(key_for(tmp_path), factory, idle=60)
+    pool.prewarm(key_for(tmp_path), factory, idle=60, limit=2)
     active = FakeSession(threading.Event())
     pool.adopt(active)
     slow = FakeSession(threading.Event())
@@ -182,7 +188,7 @@ def test_shutdown_stops_standbys_active_and_exiting_sessions(tmp_path: Path):
     assert "killed" in slow.events
     assert wait_until(lambda: "started" not in factory.made[0].events and pool.counts()[0] == 0)
     # a closed pool starts nothing new
-    pool.prewarm(key_for(tmp_path), factory, idle=60)
+    pool.prewarm(key_for(tmp_path), factory, idle=60, limit=2)
     assert len(factory.made) == 1
     assert pool.take(key_for(tmp_path), threading.Event(), time.monotonic() + 1) is None
 
@@ -215,7 +221,7 @@ def test_a_standby_whose_thread_does_not_stop_is_killed_not_forgotten(tmp_path: 
         return made[-1]
 
     key = key_for(tmp_path)
-    pool.prewarm(key, factory, idle=0.2 if how == "expire" else 60)
+    pool.prewarm(key, factory, idle=0.2 if how == "expire" else 60, limit=2)
     assert wait_until(lambda: made and made[0].events == ["started"])
     if how == "take":
         assert pool.take(key, threading.Event(), time.monotonic() + 5) is None
