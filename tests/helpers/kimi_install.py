@@ -90,7 +90,10 @@ def _uv_tool_install_unlocked(spec: str, folder: Path) -> Path:
         return binary
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, UV_TOOL_DIR=str(folder / "tools"), UV_TOOL_BIN_DIR=str(folder / "bin"))
-    _run([_uv(), "tool", "install", "--force", "--python", find_python312(), spec], env=env)
+    # compiled once here: where PYTHONDONTWRITEBYTECODE is set (containers, CI), every kimi-cli start would
+    # compile its imports again (about a second of CPU each)
+    install = [_uv(), "tool", "install", "--force", "--compile-bytecode", "--python", find_python312(), spec]
+    _run(install, env=env)
     if not binary.is_file():
         raise InstallFailed(f"uv tool install {spec} did not produce {binary}")
     return binary
