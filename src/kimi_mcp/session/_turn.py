@@ -233,7 +233,8 @@ class Turn:
         message that did not arrive is submitted again, an idle screen ends a turn no session log was found for."""
         since = self.term.screen.tail_since(self.mark)
         waited = now - self.submitted
-        if not self.trace.begun and state is ScreenState.READY and waited > AUTH_ERROR_AFTER:
+        idle = state in (ScreenState.READY, ScreenState.NOT_LOGGED_IN)  # "not set" drawn after the box
+        if not self.trace.begun and idle and waited > AUTH_ERROR_AFTER:
             err = self.driver.screen_error(since)
             if isinstance(err, AuthError | StartupFault):
                 raise err

@@ -150,10 +150,17 @@ def test_the_calls_scope_learns_kimis_session_id_when_it_is_found_and_when_it_is
     assert told_later == ["sid-1"]
 
 
+@pytest.mark.parametrize(
+    "banner",
+    ["", " │  Model:     not set, run /login or /provider   │\r\n"],
+    ids=["model shown", "banner drawn after the input box"],
+)
 def test_llm_not_set_on_a_kimi_code_that_looked_ready_ends_the_turn_as_a_start_up_fault(
-    tmp_path: Path,
+    tmp_path: Path, banner: str
 ) -> None:
-    """Issue 29 item 8: the turn never began; the error says so (the runner then tries a fresh Kimi once)."""
+    """Issue 29 item 8: the turn never began; the error says so (the runner then tries a fresh Kimi once).
+    Under load Kimi Code drew its input box before the welcome banner saying "Model: not set": it looked
+    ready, and once the banner was there the screen no longer did, so the error went unread for 120 s."""
     from kimi_mcp.drivers.kimi_code import KimiCodeDriver
     from kimi_mcp.errors import StartupFault
 
@@ -165,7 +172,7 @@ def test_llm_not_set_on_a_kimi_code_that_looked_ready_ends_the_turn_as_a_start_u
         scope=Scope(deadline=time.monotonic() + 30),
     )
     box = " ╭──────────╮\r\n │ >        │\r\n ╰──────────╯\r\n"
-    child = Child(' ✨ hello\r\n Error: LLM not set, send "/login" to login\r\n' + box)
+    child = Child(banner + ' ✨ hello\r\n Error: LLM not set, send "/login" to login\r\n' + box)
     kimi.term.process.child = child  # type: ignore[assignment]
     kimi.state = State.READY
     with pytest.raises(StartupFault) as caught:
