@@ -187,6 +187,7 @@ class Turn:
             self.scope.note(f"a message was not sent: {exc.message}")
             return
         self.term.play(self.driver.steer_sequence(text))
+        log.debug("steer typed into the running turn (%d characters)", len(text))
         self.pending.append((message, text))
         self.scope.progress("message typed into the running turn; waiting for Kimi's log to show it taken")
 
