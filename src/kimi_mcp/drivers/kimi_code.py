@@ -172,11 +172,15 @@ class KimiCodeDriver(Driver):
         stays in the input box.
 
         A paste of more than 10 lines or 1,000 characters shows as ``[paste #1 …]``, which Enter expands but
-        Ctrl-S sends as it is: Ctrl-V with the cursor on that marker expands it in the box first."""
+        Ctrl-S sends as it is: Ctrl-V with the cursor on that marker expands it in the box first.
+
+        No pause between the keys: Kimi Code splits what it reads into the paste and single keys and handles
+        each in turn at once (its stdin buffer), so all of them in one read work (measured on 2.1.0: the
+        steer in Kimi's log 35 ms after ``kimi_steer`` instead of 273 ms with 0.2 s pauses)."""
         paste = message + "\n"
-        keys = [("\x1b[200~" + paste + "\x1b[201~", 0.2)]
+        keys = [("\x1b[200~" + paste + "\x1b[201~", 0.0)]
         if folds(paste):
-            keys.append((EXPAND_PASTE_KEY, 0.2))
+            keys.append((EXPAND_PASTE_KEY, 0.0))
         return [*keys, ("\x13", 0.0)]
 
     def screen_error(self, text: str) -> KimiMCPError | None:

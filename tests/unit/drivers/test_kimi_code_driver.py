@@ -704,7 +704,7 @@ def test_steer_is_a_paste_then_ctrl_s(driver: KimiCodeDriver) -> None:
     # Ctrl-S ("ctrl-s to steer immediately") joins the running turn; Enter would queue a new turn after it
     assert driver.steer_delivery == "in_turn"
     assert driver.steer_sequence("mention bananas") == [
-        ("\x1b[200~mention bananas\n\x1b[201~", 0.2),
+        ("\x1b[200~mention bananas\n\x1b[201~", 0.0),
         ("\x13", 0.0),
     ]
 
@@ -717,7 +717,7 @@ def test_a_steer_kimi_code_would_fold_into_a_paste_marker_is_expanded_before_ctr
     for long in ("x" * 1000, "\n".join("abcdefghij"), "\U0001f600" * 500, "\t" * 250):  # +1 newline each
         assert folds(long + "\n"), long[:20]
         keys = driver.steer_sequence(long)
-        assert keys == [("\x1b[200~" + long + "\n\x1b[201~", 0.2), ("\x16", 0.2), ("\x13", 0.0)]
+        assert keys == [("\x1b[200~" + long + "\n\x1b[201~", 0.0), ("\x16", 0.0), ("\x13", 0.0)]
     for short in ("x" * 999, "\n".join("abcdefghi"), "\U0001f600" * 499, "\t" * 249):
         assert not folds(short + "\n"), short[:20]
         assert [k for k, _ in driver.steer_sequence(short)] == ["\x1b[200~" + short + "\n\x1b[201~", "\x13"]
