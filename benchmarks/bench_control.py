@@ -13,8 +13,10 @@ typing a first message costs end to end. The server's very first call (Kimi star
    polling ``kimi_job(action="status")`` back to back (an upper bound by one status round trip, printed).
    That is the most direct observable both dialects share: Kimi hands a steered message to the model only at
    the next step boundary (the shell command's end), so the request carrying it times the ``sleep``, not the
-   steer. Also printed: Kimi Code's ``prompt.steered`` record in its session log (written at the key press;
-   kimi-cli logs ``SteerInput`` only at the boundary), steer → the request carrying the message, and the
+   steer. Also printed: steer → the keys typed into Kimi (the server's DEBUG log line "steer typed into the
+   running turn", to the millisecond; target ≤ 50 ms), Kimi Code's ``prompt.steered`` record in its session
+   log (written at the key press; kimi-cli logs ``SteerInput`` only at the boundary; target ≤ 50 ms),
+   steer → the request carrying the message, and the
    command's end → that request (Kimi's step boundary); it must be the turn's second request (in turn).
    Target: RATIO ≤ 1.0 (a message into a running Kimi arrives no later than a first one into a ready Kimi).
 2. answer → typed: Kimi asks (AskUserQuestion), the call returns ``status: "waiting"``; ``kimi_job(job_id,
@@ -43,6 +45,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +121,18 @@ def carries_answer(request: dict[str, Any]) -> bool:
     )
 
 
+def steer_typed_at(server_log: Path, after: float) -> float | None:
+    """When the server's log (DEBUG) says it typed a steer into the running turn, first after ``after``
+    (epoch seconds; the log's timestamps are local time, to the millisecond)."""
+    for line in server_log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if "steer typed into the running turn" not in line:
+            continue
+        at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        if at >= after - 0.001:
+            return at
+    return None
+
+
 def steer_logged_at(home: Path, text: str) -> float | None:
     """When Kimi Code logged ``prompt.steered`` for ``text`` (epoch seconds); None for kimi-cli."""
     for wire in (home / ".kimi-code" / "sessions").glob("**/wire.jsonl"):
@@ -150,7 +165,9 @@ async def until_typed(client: Client, job_id: str) -> tuple[float, list[float]]:
     raise TimeoutError("the steered message never showed up in the job's messages")
 
 
-async def steer_run(client: Client, fake: FakeMoonshot, kimi: KimiUnderTest, workspace: Path, i: int) -> Row:
+async def steer_run(
+    client: Client, fake: FakeMoonshot, kimi: KimiUnderTest, workspace: Path, i: int, server_log: Path
+) -> Row:
     marker = f"STEER-{i:03d}"
     message = f"{marker} USE-BLUE-PAINT"
     started, ended = workspace / f"started-{i}", workspace / f"ended-{i}"
@@ -168,6 +185,7 @@ async def steer_run(client: Client, fake: FakeMoonshot, kimi: KimiUnderTest, wor
     done = await call(client, "kimi_job", {"job_id": job_id, "wait_s": 120})
     carrying = requests_with(fake, message)
     logged = steer_logged_at(kimi.home, message)
+    keys = steer_typed_at(server_log, steer_wall)
     delivered = [m["delivered"] for m in done.get("messages") or []]
     in_turn = (
         steered.get("error") is None
@@ -181,6 +199,7 @@ async def steer_run(client: Client, fake: FakeMoonshot, kimi: KimiUnderTest, wor
         "typed": typed_at - steer_at,
         "trip": statistics.median(trips),
         "logged": None if logged is None else logged - steer_wall,
+        "keys": None if keys is None else keys - steer_wall,
         "to_request": carrying[0]["perf"] - steer_at if carrying else None,
         "boundary": carrying[0]["at"] - ended.stat().st_mtime if carrying and ended.exists() else None,
         "in_turn": in_turn,
@@ -251,7 +270,7 @@ async def measure(kimi: KimiUnderTest, fake: FakeMoonshot, root: Path, runs: int
         out["cold"] = await first_call(client, fake)
         for i in range(runs):
             for kind, run in (
-                ("steer", lambda i=i: steer_run(client, fake, kimi, workspace, i)),
+                ("steer", lambda i=i: steer_run(client, fake, kimi, workspace, i, root / "server.log")),
                 ("answer", lambda i=i: answer_run(client, fake, i)),
             ):
                 await asyncio.sleep(SETTLE_S)
@@ -310,6 +329,9 @@ def report_steer(tag: str, rows: list[Row], base: float) -> None:
     print(f"{tag} steer → typed (job's messages): median {typed * 1000:.0f} ms {ms(values)}")
     print(f"{tag}   (upper bound: status round trip median {trip * 1000:.0f} ms)")
     print(f"{tag} RATIO steer→typed / baseline = {typed / base:.3f}   (target <= 1.0)")
+    keys, values = med(rows, "keys")
+    if keys is not None:
+        print(f"{tag} STEER → keys typed into Kimi (server log): median {keys * 1000:.0f} ms {ms(values)}")
     logged, values = med(rows, "logged")
     if logged is not None:
         print(f"{tag}   steer → Kimi logged prompt.steered: median {logged * 1000:.0f} ms {ms(values)}")

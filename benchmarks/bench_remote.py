@@ -41,11 +41,17 @@ written: four Kimi processes, two workers, the server, Redis and this script sha
    their Kimi) and Redis's connections in those windows. Last, each worker's disk: the checkouts it kept
    and its origins.
 
+5. Recovery (``--recovery``: only this, with the Redis counts of 4 it needs): a job on 2 workers (the default
+   ``--redelivery-timeout``) whose worker is killed (``kill -9`` of its process group, Kimi included) while
+   Kimi runs a 60 s ``sleep``: kill → the job's next model request (Kimi runs it again on the other worker)
+   and kill → its result (target: the job running again within 60 s); the killed worker is replaced (not
+   timed) before the next run. Also printed: Redis commands per second per running job (as in 4).
+
 Workers are stopped with SIGTERM; processes left with a worker's or a server's HOME are counted (target 0)
 and killed; Redis and the temporary directory are removed (``--keep`` keeps the directory: the logs).
 
 Usage: uv run python benchmarks/bench_remote.py [--dialect legacy|kimi-code|both] [--runs 3] [--jobs 16]
-[--repo-mb 100] [--keep]
+[--repo-mb 100] [--keep] [--recovery]
 """
 
 from __future__ import annotations
@@ -92,6 +98,8 @@ REMOTE_SETTLE_S = 1.0  # before each remote job: the worker is idle again
 IDLE_S = 10.0  # how long idle Redis traffic is counted
 RUNNING_SLEEP_S = 10  # the shell command of the "one running job" measurement
 RUNNING_COUNT_S = 6.0  # ... counted over this long, starting 1.5 s into it
+KILL_AFTER_S = 1.0  # the recovery run's kill, this long after its Kimi's first model request
+RECOVERY_WAIT_S = 600.0  # how long the recovery run waits for the job to be run again (the lease, at most)
 TARGET_DISPATCH_S = 0.100
 Row = dict[str, Any]
 LOCAL_KINDS = (  # KIMI_MCP_STANDBY, isolation, key
@@ -218,6 +226,15 @@ class Worker:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker {name} did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.1)
+
+    def kill(self) -> None:
+        """``kill -9`` of the worker and everything it started (its Kimi): a machine gone mid-turn."""
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        for proc in processes_with_home(self.home):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
     def stop(self) -> tuple[int | None, int]:
         """SIGTERM, then (exit code, Kimi processes still alive with its HOME after 10 s; those are killed)."""
@@ -849,6 +866,111 @@ def report_remote(tag: str, out: Row) -> None:
         )
 
 
+# -- 5. recovery ------------------------------------------------------------------------------------------------
+def sleeping(home: Path) -> bool:
+    """Whether a ``sleep 60`` runs with this HOME (a worker's Kimi runs the job's shell command)."""
+    found = []
+    for proc in processes_with_home(home):
+        with contextlib.suppress(psutil.Error):
+            found += [proc] if proc.cmdline()[-2:] == ["sleep", "60"] else []
+    return bool(found)
+
+
+async def killed_run(
+    client: Client, fake: FakeMoonshot, kimi: KimiUnderTest, repo: Path, workers: list[Worker], i: int
+) -> Row:
+    """One job whose worker is killed mid-turn: kill → its next model request (run again), kill → result."""
+    marker = f"{kimi.name.upper()}-KILLED-{i:03d}"
+    fake.script(
+        [Reply.tool(*kimi.shell("sleep 60")), Reply.tool(*kimi.write(f"after-{i}.txt", "ok\n")),
+         Reply.text_reply("made it")],
+        marker=marker,
+    )  # fmt: skip
+    args = {"task_description": f"{marker} work", "work_dir": str(repo), "wait_s": 0}
+    started = await call(client, "kimi_code_task", args)
+    await until(lambda: requests_with(fake, marker))
+    await asyncio.sleep(KILL_AFTER_S)
+    (victim,) = [w for w in workers if sleeping(w.home)]  # the one whose Kimi runs the job's command
+    asked = len(requests_with(fake, marker))
+    killed = time.perf_counter()
+    victim.kill()
+    again = await until(lambda: requests_with(fake, marker)[asked:], timeout=RECOVERY_WAIT_S, every=0.1)
+    done = await call(client, "kimi_job", {"job_id": started.get("job_id"), "wait_s": RECOVERY_WAIT_S})
+    ended = time.perf_counter()
+    return {
+        "again": again[0]["perf"] - killed,
+        "done": ended - killed,
+        "ok": done.get("success") is True and done.get("worker") not in (None, victim.name),
+        "victim": victim,
+    }
+
+
+async def recovery_phase(
+    kimi: KimiUnderTest, fake: FakeMoonshot, root: Path, redis: RedisServer, repo: Path, runs: int
+) -> Row:
+    """2 workers and a server with the broker: the Redis counts of a running job, then ``runs`` killed runs
+    (each killed worker replaced by a new one before the next run)."""
+    out: Row = {"idle": {"none": await idle(redis, {})}, "kills": []}
+    workers = [await asyncio.to_thread(Worker, kimi, redis.url, root, f"r{i}-{kimi.name}") for i in range(2)]
+    procs = {f"w{i + 1}": psutil.Process(w.proc.pid) for i, w in enumerate(workers)}
+    env = {**kimi.env, "KIMI_MCP_BROKER": redis.url, "KIMI_MCP_STATE_DIR": str(root / "recovery-state")}
+    try:
+        async with served(env, repo, root / "server-recovery.log") as client:
+            if found := server_process(kimi.home):
+                procs["server"] = found
+            await one_job(client, fake, kimi, repo, f"{kimi.name.upper()}-RECOVERY-WARM")
+            out["idle"]["2 workers + server"] = await idle(redis, procs)
+            out["running"] = await running_job(client, fake, kimi, repo, redis, procs)
+            for i in range(runs):
+                await asyncio.sleep(REMOTE_SETTLE_S)
+                row = await killed_run(client, fake, kimi, repo, workers, i)
+                victim = row.pop("victim")
+                workers.remove(victim)
+                workers.append(
+                    await asyncio.to_thread(Worker, kimi, redis.url, root, f"r{i + 2}-{kimi.name}")
+                )
+                out["kills"].append(row)
+    finally:
+        out["stopped"] = [(w.name, *w.stop()) for w in workers]
+    return out
+
+
+def report_recovery(tag: str, out: Row) -> None:
+    base, two, r = out["idle"]["none"], out["idle"]["2 workers + server"], out["running"]
+    per_worker = (per_s(two, "cmds") - per_s(base, "cmds")) / WORKERS
+    print(
+        f"{tag} Redis idle, 2 workers + server: {per_s(two, 'cmds'):.1f} commands/s ({per_worker:.1f} per idle "
+        f"worker); while one job runs: {per_s(r, 'cmds'):.1f} → per running job "
+        f"{per_s(r, 'cmds') - per_s(two, 'cmds'):.1f} commands/s; by command /s: {top(r['by'], r['s'])}; "
+        f"job ok {r['ok']}"
+    )
+    kills = out["kills"]
+    if kills:
+        again, done = [k["again"] for k in kills], [k["done"] for k in kills]
+        print(
+            f"{tag} RECOVERY worker killed mid-turn → job's next model request on another worker: median "
+            f"{med(again):.1f} s {[round(v, 1) for v in again]} s (target <= 60 s); → its result: median "
+            f"{med(done):.1f} s; done on another worker {sum(k['ok'] for k in kills)}/{len(kills)}"
+        )
+    for name, code, left in out["stopped"]:
+        print(f"{tag} worker {name}: SIGTERM → exit {code}; Kimi processes left with its HOME {left}")
+
+
+def recovery(dialect: str, fake: FakeMoonshot, root: Path, runs: int) -> None:
+    """``--recovery``: only the killed-worker runs (and the Redis counts around a running job)."""
+    fake.reset()
+    folder = root / dialect
+    folder.mkdir()
+    kimi = kimi_under_test(dialect, fake, folder)
+    redis = RedisServer(folder / "redis")
+    try:
+        out = asyncio.run(recovery_phase(kimi, fake, folder, redis, small_repo(folder / "small"), runs))
+    finally:
+        redis.stop()
+    print(f"[{dialect}] {load()}")
+    report_recovery(f"[{dialect}]", out)
+
+
 # -- main -----------------------------------------------------------------------------------------------------------
 def bench(
     dialect: str, fake: FakeMoonshot, root: Path, big: Path | None, small_costs: Row, args: argparse.Namespace
@@ -888,9 +1010,19 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=16)
     parser.add_argument("--repo-mb", type=int, default=100, help="the big repository's size (0: skip it)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs)")
+    parser.add_argument("--recovery", action="store_true", help="only the killed-worker runs (5.)")
     args = parser.parse_args()
     dialects = ["legacy", "kimi-code"] if args.dialect == "both" else [args.dialect]
     root = Path(tempfile.mkdtemp(prefix="kbench-remote-"))
+    if args.recovery:
+        try:
+            with FakeMoonshot() as fake:
+                for dialect in dialects:
+                    recovery(dialect, fake, root, args.runs)
+        finally:
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        return
     print(
         f"{os.cpu_count()} CPU cores; git {git(root, 'version').split()[-1]}; {time.strftime('%Y-%m-%d')}; {load()}"
     )

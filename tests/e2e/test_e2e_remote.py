@@ -76,8 +76,15 @@ class Worker:
     see the caller's files, as on another machine."""
 
     def __init__(
-        self, kimi: KimiUnderTest, url: str, root: Path, name: str, redelivery: float = 300.0, *options: str
+        self,
+        kimi: KimiUnderTest,
+        url: str,
+        root: Path,
+        name: str,
+        redelivery: float | None = 300.0,
+        *options: str,
     ) -> None:
+        """``redelivery``: the worker's ``--redelivery-timeout`` (None: the product's default)."""
         self.name, self.home, self.state = name, root / f"{name}-home", root / f"{name}-state"
         self.home.mkdir()
         hidden = root / "caller"
@@ -89,7 +96,7 @@ class Worker:
             [
                 "unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs none "$0" && exec "$@"',
                 str(hidden), SERVER, "worker", "--name", name, "--concurrency", "2",
-                "--redelivery-timeout", str(redelivery), *options,
+                *(["--redelivery-timeout", str(redelivery)] if redelivery is not None else []), *options,
             ],  # fmt: skip
             env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"),  # noqa: SIM115
             start_new_session=True,
@@ -405,7 +412,10 @@ def test_a_worker_lets_an_unused_copy_go_and_a_follow_up_brings_it_back(
 def test_a_job_whose_worker_is_killed_mid_turn_is_run_again_on_another(
     kimi: KimiUnderTest, fake: FakeMoonshot, redis_url: str, tmp_path: Path
 ) -> None:
-    workers = [Worker(kimi, redis_url, tmp_path, f"k{i}-{kimi.name}", redelivery=4.0) for i in range(2)]
+    """Issue 32, goal 5: with the default lease (``--redelivery-timeout``, renewed while a job runs) the job
+    runs again on the other worker well inside the 120 s this waits (the time it took is measured in
+    ``benchmarks/bench_remote.py --recovery``; the 300 s lease of before never made it)."""
+    workers = [Worker(kimi, redis_url, tmp_path, f"k{i}-{kimi.name}", redelivery=None) for i in range(2)]
     repo = committed_repo(tmp_path / "caller" / "repo", {"app.py": "x = 1\n"})
     fake.script(
         [

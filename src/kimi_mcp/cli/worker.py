@@ -12,6 +12,13 @@ from __future__ import annotations
 
 import argparse
 
+#: seconds a job's lease lasts on the broker (Docket's ``redelivery_timeout``): a worker renews the lease of
+#: each job it runs every quarter of it (one XCLAIM per running job every 5 s), and the idle workers look
+#: for jobs whose lease ran out every quarter of it (jittered ±25 %); so a job whose worker was killed runs
+#: again on another worker 15-26 s later (plus Kimi's start), and a worker cut off from Redis for longer
+#: than this loses its job to another one
+REDELIVERY_TIMEOUT_S = 20.0
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``kimi-mcp worker``."""
@@ -27,10 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redelivery-timeout",
         type=float,
-        default=300.0,
+        default=REDELIVERY_TIMEOUT_S,
         metavar="SECONDS",
-        help="a job whose worker went silent this long (killed, cut off) is run again by another worker; a "
-        "running job's lease is renewed meanwhile (default 300)",
+        help="a job whose worker went silent this long (killed, cut off) is run again by another worker, "
+        "within about 1.3 times this; a running job's lease is renewed 4 times per period "
+        f"(default {REDELIVERY_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--keep-copies",

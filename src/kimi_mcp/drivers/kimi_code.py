@@ -51,7 +51,10 @@ _NOT_SET = re.compile(r"Error: LLM not set[^\n]*")
 
 _OTHER_INPUT_HINT = re.compile(r"type answer  ↵ save")  # the question panel while "Other" takes text
 REVIEW_TITLE = "Review your answer before submit"
-QUESTION_PAUSE = 0.3  # seconds after each key on the question panel (keys in one read are not recognised)
+#: seconds after each key on the question panel: none, Kimi Code splits one read into single keys (and a paste)
+#: and its panel handles each in turn at once (measured on 2.1.0: answer → the next model request 391 → 77 ms,
+#: every answer taken; it was 0.3 s, from the belief that keys in one read were not recognised)
+QUESTION_PAUSE = 0.0
 
 _PLATFORM_ROW = {"moonshot.ai": "platform.kimi.ai", "moonshot.cn": "platform.kimi.com"}
 _LOGIN_ERROR = r"Error: [^\n]*"
@@ -172,11 +175,15 @@ class KimiCodeDriver(Driver):
         stays in the input box.
 
         A paste of more than 10 lines or 1,000 characters shows as ``[paste #1 …]``, which Enter expands but
-        Ctrl-S sends as it is: Ctrl-V with the cursor on that marker expands it in the box first."""
+        Ctrl-S sends as it is: Ctrl-V with the cursor on that marker expands it in the box first.
+
+        No pause between the keys: Kimi Code splits what it reads into the paste and single keys and handles
+        each in turn at once (its stdin buffer), so all of them in one read work (measured on 2.1.0: the
+        steer in Kimi's log 35 ms after ``kimi_steer`` instead of 273 ms with 0.2 s pauses)."""
         paste = message + "\n"
-        keys = [("\x1b[200~" + paste + "\x1b[201~", 0.2)]
+        keys = [("\x1b[200~" + paste + "\x1b[201~", 0.0)]
         if folds(paste):
-            keys.append((EXPAND_PASTE_KEY, 0.2))
+            keys.append((EXPAND_PASTE_KEY, 0.0))
         return [*keys, ("\x13", 0.0)]
 
     def screen_error(self, text: str) -> KimiMCPError | None:

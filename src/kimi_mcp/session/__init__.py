@@ -244,6 +244,7 @@ class KimiSession:
         self.scope = scope
         self.turns = 0
         scope.screen = self._screen_text
+        scope.inbox.wake = self.wake  # a message or an answer ends the current wait at once, not at its poll
         wire = getattr(self, "wire", None)  # None while the session is being built
         if wire is not None and wire.session_id is not None:
             scope.on_session(wire.session_id)
@@ -272,8 +273,11 @@ class KimiSession:
         return self.usable(limit)
 
     def wake(self) -> None:
-        """Make :meth:`idle_until` look at its stop event now instead of at its next poll."""
-        self.term.waits.wake()
+        """End the current wait on the terminal now instead of at its next poll: :meth:`idle_until` looks at
+        its stop event, a turn at its inbox (a steer, an answer)."""
+        term = getattr(self, "term", None)  # None while the session is being built
+        if term is not None:
+            term.waits.wake()
 
     def usable(self, limit: float) -> bool:
         """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""

@@ -117,6 +117,7 @@ class Questions:
     def _type(self, scope: Scope, pending: _Pending, question: Question, choice: Choice) -> None:
         count = len(pending.questions)
         self.keys.play(self.driver.answer_question(question, choice, index=pending.index, count=count))
+        log.debug("answer typed into the question panel")
         said = (
             choice.text
             if choice.text is not None

@@ -24,6 +24,7 @@ RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is subm
 NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
 COLLECT_IDLE = 3.0  # seconds to wait for the idle screen that shows an error when the turn had no answer
 EMPTY_TRIES = 8  # rounds of keys that empty Kimi's input box before it counts as stuck
+PASTE_SHOWN_WAIT = 1.0  # seconds a steer's paste has to show in Kimi's input box before its keys are typed
 LEFTOVER_NOTE = (
     "Kimi's input box held text kimi-mcp did not send (a message Kimi never took); it was cleared before "
     "anything else was typed"
@@ -80,6 +81,9 @@ class Turn:
         #: steers typed into the running turn that Kimi's log does not show yet (each as sent and as typed)
         self.pending: list[tuple[Message, str]] = []
         self.steered_checked = 0  # how many of the log's steered messages were compared with them
+        self.steers_off = (
+            False  # a steer's paste vanished unexplained: the inbox's steers wait for the next turn
+        )
 
     @property
     def trace(self) -> TurnTrace:
@@ -176,7 +180,12 @@ class Turn:
             self.scope.progress("interrupting Kimi for a new message")
             self._interrupt(INTERRUPT_WAIT)
             return
-        if not inbox.has("steer") or self.driver.input_pending(self.term.screen.lines):
+        if (
+            self.steers_off
+            or not inbox.has("steer")
+            or self.driver.input_pending(self.term.screen.lines)
+            or self._call_unsettled()
+        ):
             return
         message = inbox.next_message(("steer",))
         if message is None:
@@ -186,9 +195,43 @@ class Turn:
         except KimiMCPError as exc:
             self.scope.note(f"a message was not sent: {exc.message}")
             return
-        self.term.play(self.driver.steer_sequence(text))
+        (paste, _pause), *keys = self.driver.steer_sequence(text)
+        if not self._pasted(paste):  # not in the box: it waits in the inbox (see _pasted)
+            self.scope.inbox.put_back(message)
+            return
+        self.term.play(keys)
+        log.debug("steer typed into the running turn (%d characters)", len(text))
         self.pending.append((message, text))
         self.scope.progress("message typed into the running turn; waiting for Kimi's log to show it taken")
+
+    def _pasted(self, paste: str) -> bool:
+        """Paste a steer and wait until Kimi's input box shows it (one redraw) before its keys: an approval
+        panel that came up just before took the paste instead (Kimi Code dropped it, and the keys typed at
+        once after it found nothing to send). False: the box does not show it, because a panel shows (the
+        steer is typed once Kimi is busy again) or for ``PASTE_SHOWN_WAIT`` seconds with no panel to explain
+        it (then no steer is typed in this turn: they go as the next turn)."""
+        self.term.write(paste)
+        screen = self.term.screen
+        self.term.waits.until(
+            lambda: (
+                self.driver.input_pending(screen.lines)
+                or self.driver.classify(screen.lines) is not ScreenState.BUSY
+            ),
+            PASTE_SHOWN_WAIT,
+        )
+        if self.driver.input_pending(screen.lines):
+            return True
+        if self.driver.classify(screen.lines) is ScreenState.BUSY:
+            log.warning("a steer's paste did not show in Kimi's input box; steers wait for the next turn")
+            self.steers_off = True
+        return False
+
+    def _call_unsettled(self) -> bool:
+        """Whether a tool call of the turn has neither a result nor an approval from kimi-mcp: its approval
+        panel may be about to show (a steer's keys typed then were taken from the input box and lost by Kimi
+        Code, 1 of 2 runs of the hostile-steer test once the keys went out without pauses). Waiting costs the
+        steer nothing: Kimi hands it to the model only at the step boundary after the call anyway."""
+        return any(c.result is None and c.approval == "auto" for c in self.trace.calls.values())
 
     def _settle_steers(self) -> None:
         """The turn ended with steers its log never showed: one still in the input box (Kimi did not take

@@ -667,35 +667,35 @@ def test_question_tool(driver: KimiCodeDriver) -> None:
 def test_answer_single_select_then_submit(driver: KimiCodeDriver) -> None:
     # the digit picks and moves to the next unanswered tab; after the last question that is the Submit tab,
     # where "1" ("[1] Submit") sends the answers (also for a single question)
-    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=1) == [("2", 0.3), ("1", 0.3)]
-    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=3) == [("2", 0.3)]
+    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=1) == [("2", 0.0), ("1", 0.0)]
+    assert driver.answer_question(COLOUR, Choice(picks=(1,)), index=0, count=3) == [("2", 0.0)]
 
 
 def test_answer_multi_select_toggles_then_tab(driver: KimiCodeDriver) -> None:
     keys = driver.answer_question(FRUIT, Choice(picks=(0, 2)), index=1, count=3)
-    assert keys == [("1", 0.3), ("3", 0.3), ("\t", 0.3)]
+    assert keys == [("1", 0.0), ("3", 0.0), ("\t", 0.0)]
     keys = driver.answer_question(FRUIT, Choice(picks=(0, 2)), index=0, count=1)
-    assert keys == [("1", 0.3), ("3", 0.3), ("\t", 0.3), ("1", 0.3)]  # measured: "Apple, Plum"
+    assert keys == [("1", 0.0), ("3", 0.0), ("\t", 0.0), ("1", 0.0)]  # measured: "Apple, Plum"
 
 
 def test_answer_free_text(driver: KimiCodeDriver) -> None:
     # "Other" ([4]) opens a one-line input: paste, Enter saves it (a single-select question then moves on)
     keys = driver.answer_question(COLOUR, Choice(text="teal, 1 2 3"), index=0, count=2)
-    assert keys == [("4", 0.3), (PASTE.format("teal, 1 2 3"), 0.3), ("\r", 0.3)]
+    assert keys == [("4", 0.0), (PASTE.format("teal, 1 2 3"), 0.0), ("\r", 0.0)]
     keys = driver.answer_question(FRUIT, Choice(picks=(1,), text="kiwis"), index=0, count=1)
     assert keys == [
-        ("2", 0.3),
-        ("4", 0.3),
-        (PASTE.format("kiwis"), 0.3),
-        ("\r", 0.3),
-        ("\t", 0.3),
-        ("1", 0.3),
+        ("2", 0.0),
+        ("4", 0.0),
+        (PASTE.format("kiwis"), 0.0),
+        ("\r", 0.0),
+        ("\t", 0.0),
+        ("1", 0.0),
     ]
 
 
 def test_answer_beyond_the_number_keys(driver: KimiCodeDriver) -> None:
     many = Question("Q?", options=tuple(Option(str(n)) for n in range(8)))
-    assert driver.answer_question(many, Choice(text="x"), index=0, count=2)[0] == ("9", 0.3)
+    assert driver.answer_question(many, Choice(text="x"), index=0, count=2)[0] == ("9", 0.0)
     with pytest.raises(ValueError, match="no number key"):
         driver.answer_question(COLOUR, Choice(picks=(3,)), index=0, count=1)
 
@@ -704,7 +704,7 @@ def test_steer_is_a_paste_then_ctrl_s(driver: KimiCodeDriver) -> None:
     # Ctrl-S ("ctrl-s to steer immediately") joins the running turn; Enter would queue a new turn after it
     assert driver.steer_delivery == "in_turn"
     assert driver.steer_sequence("mention bananas") == [
-        ("\x1b[200~mention bananas\n\x1b[201~", 0.2),
+        ("\x1b[200~mention bananas\n\x1b[201~", 0.0),
         ("\x13", 0.0),
     ]
 
@@ -717,7 +717,7 @@ def test_a_steer_kimi_code_would_fold_into_a_paste_marker_is_expanded_before_ctr
     for long in ("x" * 1000, "\n".join("abcdefghij"), "\U0001f600" * 500, "\t" * 250):  # +1 newline each
         assert folds(long + "\n"), long[:20]
         keys = driver.steer_sequence(long)
-        assert keys == [("\x1b[200~" + long + "\n\x1b[201~", 0.2), ("\x16", 0.2), ("\x13", 0.0)]
+        assert keys == [("\x1b[200~" + long + "\n\x1b[201~", 0.0), ("\x16", 0.0), ("\x13", 0.0)]
     for short in ("x" * 999, "\n".join("abcdefghi"), "\U0001f600" * 499, "\t" * 249):
         assert not folds(short + "\n"), short[:20]
         assert [k for k, _ in driver.steer_sequence(short)] == ["\x1b[200~" + short + "\n\x1b[201~", "\x13"]

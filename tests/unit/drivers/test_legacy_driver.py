@@ -781,7 +781,7 @@ def test_steer_is_a_paste_then_ctrl_s(driver: LegacyDriver) -> None:
     # Ctrl-S sends "immediately" into the running turn; Enter would queue the message as the next turn
     assert driver.steer_delivery == "in_turn"
     assert driver.steer_sequence("mention bananas") == [
-        ("\x1b[200~mention bananas\n\x1b[201~", 0.1),
+        ("\x1b[200~mention bananas\n\x1b[201~", 0.0),
         ("\x13", 0.0),
     ]
     assert driver.steer_cancel_key == "\x07"  # Ctrl-S without a turn opens (i-search); Ctrl-G leaves it

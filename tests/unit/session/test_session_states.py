@@ -14,7 +14,8 @@ import pytest
 from kimi_mcp.drivers.base import KimiInstall, TurnBegin
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
-from kimi_mcp.scope import Scope
+from kimi_mcp.question import Choice, Option, Question
+from kimi_mcp.scope import Message, Scope
 from kimi_mcp.secrets import Redactor
 from kimi_mcp.session import ApprovalPolicy, KimiSession, State
 from kimi_mcp.session._terminal import Terminal
@@ -131,6 +132,41 @@ def test_a_standby_taken_later_ignores_logs_that_appeared_meanwhile(tmp_path: Pa
     kimi.bind(scope)
     assert calls == ["listed"]
     assert kimi.scope is scope and kimi.cancel is scope.cancel and kimi.deadline == scope.deadline
+
+
+@pytest.mark.parametrize("arrives", ["steer", "answer"])
+def test_a_message_or_an_answer_ends_the_sessions_wait_for_output_at_once(
+    tmp_path: Path, arrives: str
+) -> None:
+    """Issue 32, goal 2: what the caller sends a running turn wakes the session's wait on Kimi's pty (an
+    event), so the turn acts on it then, not at its next poll; also for a scope bound later (a standby)."""
+    kimi = session(tmp_path)
+    later = Scope(deadline=time.monotonic() + 60)
+    kimi.bind(later)
+    silent, writer = os.pipe()  # Kimi prints nothing
+    child = Child()
+    child.child_fd = silent  # type: ignore[attr-defined]
+    kimi.term.process.child = child  # type: ignore[assignment]
+    kimi.term.waits.arm()
+    inbox = later.inbox
+    if arrives == "answer":
+        inbox.ask(Question("Which colour?", options=(Option("Red"), Option("Blue"))))
+    waiter = threading.Thread(
+        target=kimi.term.waits.until, args=(inbox.outgoing, 600.0), kwargs={"poll": 600.0}
+    )
+    try:
+        waiter.start()
+        time.sleep(0.2)  # the waiter is in its wait for output
+        if arrives == "steer":
+            inbox.send(Message("look at b.py", "steer"))
+        else:
+            assert inbox.answer(Choice(picks=(1,)))
+        waiter.join(timeout=20)  # its poll is 600 s: only the wake ends the wait before it
+        assert not waiter.is_alive()
+    finally:
+        os.close(writer)  # the pty "closes": a waiter still blocked ends at once
+        waiter.join()
+        os.close(silent)
 
 
 def test_the_calls_scope_learns_kimis_session_id_when_it_is_found_and_when_it_is_bound(

@@ -29,13 +29,19 @@ class InputBox:
 
     pid = 2**22 + 1  # no such process: it has no descendants
 
-    def __init__(self, text: str = "", *, takes: bool = True, stuck: bool = False) -> None:
+    def __init__(
+        self, text: str = "", *, takes: bool = True, stuck: bool = False, drops: bool = False
+    ) -> None:
         self.text, self.takes, self.stuck = text, takes, stuck
+        self.drops = drops  # a paste never reaches the box
+        self.panel = False  # an approval panel shows (and takes the keys)
         self.busy = True
         self.sent: list[str] = []
         self.chunks = [self._screen()]
 
     def _screen(self) -> str:
+        if self.panel:
+            return "\x1b[2J\x1b[H Bash: sleep 4\r\n 1. Approve once\r\n 2. Reject\r\n"
         first = self.text.strip().splitlines()[0] if self.text.strip() else ""
         spinner = " ⠋ Working… · Tip: /init" if self.busy else ""
         return f"\x1b[2J\x1b[H{spinner}\r\n ╭──────╮\r\n │ > {first:<40}│\r\n ╰──────╯\r\n"
@@ -52,7 +58,7 @@ class InputBox:
 
     def send(self, data: str) -> None:
         self.sent.append(data)
-        if data.startswith(PASTE_START):
+        if data.startswith(PASTE_START) and not self.drops and not self.panel:
             self.text += data[len(PASTE_START) : -len(PASTE_END)]
         elif data == "\x13" and self.takes or data.startswith("\x15") and not self.stuck:
             self.text = ""
@@ -122,6 +128,35 @@ def test_a_steer_kimi_took_but_never_logged_is_said_not_delivered(tmp_path: Path
     end(turn)
     assert turn.scope.delivered == [] and turn.scope.inbox.next_message(("steer",)) is None
     assert any("not delivered" in note and "lost words" in note for note in turn.scope.notes)
+
+
+def test_a_steer_whose_paste_an_approval_panel_took_is_typed_again_once_kimi_is_busy_again(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: with no pause before Ctrl-S, a steer pasted as Kimi Code's approval panel came up was lost:
+    the keys wait until the box shows the paste; a panel that took it puts the steer back in the inbox."""
+    turn = turn_in(tmp_path, box := InputBox())
+    box.panel = True  # it comes up as the paste goes out: the screen still looked busy at the last look
+    steer(turn, "use blue")
+    assert "\x13" not in box.sent and turn.pending == [] and not turn.steers_off
+    box.panel = False
+    box.chunks.append(box._screen())  # approved: busy again
+    turn.term.pump(0)
+    turn._messages()
+    pastes = [keys for keys in box.sent if keys.startswith(PASTE_START)]
+    assert len(pastes) == 2 and box.sent.count("\x13") == 1 and box.sent[-1] == "\x13"  # typed again, once
+    assert box.text == ""  # Kimi took it from the box
+    assert [text for _, text in turn.pending] == ["use blue"]
+
+
+def test_a_steer_whose_paste_vanished_with_no_panel_waits_for_the_next_turn(tmp_path: Path) -> None:
+    turn = turn_in(tmp_path, box := InputBox(drops=True))
+    steer(turn, "use blue")
+    assert "\x13" not in box.sent and turn.pending == [] and turn.steers_off
+    steer(turn, "and green")  # no more tries in this turn: both wait in the inbox, in order
+    assert sum(keys.startswith(PASTE_START) for keys in box.sent) == 1
+    inbox = turn.scope.inbox
+    assert [inbox.next_message(("steer",)).text for _ in range(2)] == ["use blue", "and green"]
 
 
 def test_a_steer_logged_differently_from_the_one_typed_stops_the_turn(tmp_path: Path) -> None:
