@@ -9,29 +9,23 @@ from dataclasses import dataclass
 
 from .._logging import get_logger
 from ..drivers.base import Driver, ScreenState
-from ..errors import ApiError, AuthError, KimiMCPError, SessionError, StartupFault
-from ..scope import Delivered, Message, Scope
+from ..errors import ApiError, AuthError, SessionError, StartupFault
+from ..scope import Scope
 from ._approvals import Answer, Approvals
 from ._questions import Questions
+from ._steering import COLLECT_IDLE, INTERRUPT_WAIT, Steers, trimmed
 from ._terminal import Terminal
 from ._wirelog import SessionLog, TurnTrace
 
 log = get_logger("session")
 
-INTERRUPT_WAIT = 4.0  # seconds Kimi has to log the end of an interrupted turn (panels answered on the way)
 AUTH_ERROR_AFTER = 0.5  # a ready screen this long after the submit may show why the turn never began
 RESUBMIT_AFTER = 5.0  # seconds without the message showing up before it is submitted again
 NO_LOG_END_AFTER, NO_LOG_QUIET = 10.0, 1.0  # no session log at all: idle screen ends the turn after these
-COLLECT_IDLE = 3.0  # seconds to wait for the idle screen that shows an error when the turn had no answer
 EMPTY_TRIES = 8  # rounds of keys that empty Kimi's input box before it counts as stuck
-PASTE_SHOWN_WAIT = 1.0  # seconds a steer's paste has to show in Kimi's input box before its keys are typed
 LEFTOVER_NOTE = (
     "Kimi's input box held text kimi-mcp did not send (a message Kimi never took); it was cleared before "
     "anything else was typed"
-)
-LATE_STEER_NOTE = (
-    "a steer came as Kimi's turn ended and Kimi did not take it into that turn (it was left in Kimi's input "
-    "box, now cleared): it was sent as the next turn"
 )
 
 
@@ -78,12 +72,7 @@ class Turn:
         self.verified = self.resubmitted = self.busy_seen = False
         self.panel_seen: float | None = None  # when the approval panel on screen appeared
         self.answered: dict[str, Answer] = {}
-        #: steers typed into the running turn that Kimi's log does not show yet (each as sent and as typed)
-        self.pending: list[tuple[Message, str]] = []
-        self.steered_checked = 0  # how many of the log's steered messages were compared with them
-        self.steers_off = (
-            False  # a steer's paste vanished unexplained: the inbox's steers wait for the next turn
-        )
+        self.steers = Steers(session.term, session.wire, scope, session.interrupt)  # typed into this turn
 
     @property
     def trace(self) -> TurnTrace:
@@ -91,7 +80,7 @@ class Turn:
 
     def watch(self) -> None:
         """Submit the prompt and return when the session log reports the end of the turn (then the steers
-        Kimi never took are settled: :meth:`_settle_steers`)."""
+        Kimi never took are settled: :meth:`.Steers.settle`)."""
         if self.empty_input():
             self.scope.note(LEFTOVER_NOTE)
         (paste, pause), *rest = self.driver.submit_sequence(self.prompt)
@@ -103,7 +92,7 @@ class Turn:
         log.debug("prompt submitted")
         self.scope.progress("prompt sent; Kimi is working")
         self.term.waits.until(self._look, math.inf)
-        self._settle_steers()
+        self.steers.settle(self.empty_input)
 
     def collect(self) -> TurnTrace:
         """The trace, with the error a turn without an answer shows on screen, or the unmatched panels."""
@@ -133,7 +122,7 @@ class Turn:
             self._verify_received()
             self.verified = True
             self._on_received()
-        self._verify_steered()
+        self.steers.verify()
         self._count_tokens()
         if trace.ended:
             return True
@@ -172,86 +161,13 @@ class Turn:
         raise over
 
     def _messages(self) -> None:
-        """Messages sent to the running turn: ``steer`` is typed into it (only into an empty input box: text
-        left there means Kimi did not take the last steer, settled when the turn ends); ``interrupt`` stops
-        it (the run sends the message as its next turn)."""
-        inbox = self.scope.inbox
-        if inbox.has("interrupt"):
+        """Messages sent to the running turn: ``interrupt`` stops it (the run sends the message as its next
+        turn); a ``steer`` is typed into it where that is safe (:meth:`.Steers.type_next`)."""
+        if self.scope.inbox.has("interrupt"):
             self.scope.progress("interrupting Kimi for a new message")
             self._interrupt(INTERRUPT_WAIT)
             return
-        if (
-            self.steers_off
-            or not inbox.has("steer")
-            or self.driver.input_pending(self.term.screen.lines)
-            or self._call_unsettled()
-        ):
-            return
-        message = inbox.next_message(("steer",))
-        if message is None:
-            return
-        try:
-            text = self.scope.prepare(message.text)
-        except KimiMCPError as exc:
-            self.scope.note(f"a message was not sent: {exc.message}")
-            return
-        (paste, _pause), *keys = self.driver.steer_sequence(text)
-        if not self._pasted(paste):  # not in the box: it waits in the inbox (see _pasted)
-            self.scope.inbox.put_back(message)
-            return
-        self.term.play(keys)
-        log.debug("steer typed into the running turn (%d characters)", len(text))
-        self.pending.append((message, text))
-        self.scope.progress("message typed into the running turn; waiting for Kimi's log to show it taken")
-
-    def _pasted(self, paste: str) -> bool:
-        """Paste a steer and wait until Kimi's input box shows it (one redraw) before its keys: an approval
-        panel that came up just before took the paste instead (Kimi Code dropped it, and the keys typed at
-        once after it found nothing to send). False: the box does not show it, because a panel shows (the
-        steer is typed once Kimi is busy again) or for ``PASTE_SHOWN_WAIT`` seconds with no panel to explain
-        it (then no steer is typed in this turn: they go as the next turn)."""
-        self.term.write(paste)
-        screen = self.term.screen
-        self.term.waits.until(
-            lambda: (
-                self.driver.input_pending(screen.lines)
-                or self.driver.classify(screen.lines) is not ScreenState.BUSY
-            ),
-            PASTE_SHOWN_WAIT,
-        )
-        if self.driver.input_pending(screen.lines):
-            return True
-        if self.driver.classify(screen.lines) is ScreenState.BUSY:
-            log.warning("a steer's paste did not show in Kimi's input box; steers wait for the next turn")
-            self.steers_off = True
-        return False
-
-    def _call_unsettled(self) -> bool:
-        """Whether a tool call of the turn has neither a result nor an approval from kimi-mcp: its approval
-        panel may be about to show (a steer's keys typed then were taken from the input box and lost by Kimi
-        Code, 1 of 2 runs of the hostile-steer test once the keys went out without pauses). Waiting costs the
-        steer nothing: Kimi hands it to the model only at the step boundary after the call anyway."""
-        return any(c.result is None and c.approval == "auto" for c in self.trace.calls.values())
-
-    def _settle_steers(self) -> None:
-        """The turn ended with steers its log never showed: one still in the input box (Kimi did not take
-        it) is cleared and goes back to the inbox (the run sends it as the next turn); any other is said
-        in the notes as not delivered."""
-        if not self.pending:
-            return
-        left, self.pending = self.pending, []
-        if self.driver.steer_cancel_key:  # e.g. kimi-cli: out of the search Ctrl-S opened when idle
-            self.term.write(self.driver.steer_cancel_key)
-        self.term.waits.wait_idle(COLLECT_IDLE, self.wire.read)
-        if self.empty_input():
-            message, _text = left.pop()  # nothing is typed over a full box: only the last one can be there
-            self.scope.inbox.put_back(message)
-            self.scope.note(LATE_STEER_NOTE)
-        for message, _text in left:
-            self.scope.note(
-                "a steer was not delivered (Kimi's log does not show it reaching the model before the "
-                f"turn ended): {message.text[:80]}"
-            )
+        self.steers.type_next()
 
     def empty_input(self) -> bool:
         """Empty Kimi's input box; whether it held anything (``SessionError`` if it cannot be emptied)."""
@@ -310,36 +226,10 @@ class Turn:
             log.warning("the message did not arrive after 5s; typing it again")
             self.term.play(self.driver.submit_sequence(self.prompt))
 
-    def _verify_steered(self) -> None:
-        """Each message typed into the turn must reach Kimi exactly as typed, else the turn is stopped; one
-        the log shows is delivered (``Scope.delivered``)."""
-        logged = self.trace.steered
-        while self.steered_checked < len(logged):
-            got = _trimmed(logged[self.steered_checked])
-            sent = _trimmed(self.pending[0][1]) if self.pending else None
-            self.steered_checked += 1
-            if got == sent:
-                _message, text = self.pending.pop(0)
-                delivery = self.driver.steer_delivery
-                self.scope.delivered.append(Delivered(text, "steer", delivery, time.time()))
-                continue
-            log.warning("Kimi logged a message added to its turn that is not the one sent; stopping the turn")
-            self._interrupt(INTERRUPT_WAIT)
-            raise SessionError(
-                "Kimi received a message in its turn that differs from the one sent (or one nobody sent), so "
-                "the turn was stopped",
-                details={
-                    "received_near": self.scope.redactor(got[:80]),
-                    "sent_near": self.scope.redactor((sent or "")[:80]),
-                },
-                suggestion="Retry; if it happens again, save a transcript (KIMI_MCP_TRANSCRIPT_DIR) and report it.",
-                retryable=True,
-            )
-
     def _verify_received(self) -> None:
         """The turn began: Kimi must have received exactly our message, else the turn is stopped."""
         received = self.trace.received or ""
-        got, sent = _trimmed(received), _trimmed(self.prompt)
+        got, sent = trimmed(received), trimmed(self.prompt)
         if got == sent:
             return
         at = next(
@@ -360,11 +250,6 @@ class Turn:
             "report it.",
             retryable=True,
         )
-
-
-def _trimmed(text: str) -> str:
-    """What both TUIs trim from a message (JavaScript's ``trim`` also takes U+FEFF)."""
-    return text.strip().strip("\ufeff").strip()
 
 
 def _gave_up(trace: TurnTrace) -> ApiError | None:

@@ -17,7 +17,8 @@ from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import SessionError
 from kimi_mcp.scope import Message, Scope
 from kimi_mcp.session import ApprovalPolicy, KimiSession
-from kimi_mcp.session._turn import LATE_STEER_NOTE, LEFTOVER_NOTE, Turn
+from kimi_mcp.session._steering import LATE_STEER_NOTE
+from kimi_mcp.session._turn import LEFTOVER_NOTE, Turn
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 
@@ -91,7 +92,7 @@ def end(turn: Turn) -> None:
     """The log says the turn ended, and the screen goes idle: the steers are settled."""
     turn.wire.apply(TurnEnd())
     turn.term.process.child.turn_ended()  # type: ignore[union-attr]
-    turn._settle_steers()
+    turn.steers.settle(turn.empty_input)
 
 
 def test_a_steer_is_delivered_only_once_kimis_log_shows_it(tmp_path: Path) -> None:
@@ -100,7 +101,7 @@ def test_a_steer_is_delivered_only_once_kimis_log_shows_it(tmp_path: Path) -> No
     assert any(keys.startswith(PASTE_START + "use blue") for keys in box.sent) and "\x13" in box.sent
     assert turn.scope.delivered == []  # typed, and Ctrl-S pressed: not delivered yet
     turn.wire.apply(UserMessage("use blue"))
-    turn._verify_steered()
+    turn.steers.verify()
     (delivered,) = turn.scope.delivered
     assert (delivered.text, delivered.mode, delivered.delivered) == ("use blue", "steer", "in_turn")
     end(turn)
@@ -138,7 +139,7 @@ def test_a_steer_whose_paste_an_approval_panel_took_is_typed_again_once_kimi_is_
     turn = turn_in(tmp_path, box := InputBox())
     box.panel = True  # it comes up as the paste goes out: the screen still looked busy at the last look
     steer(turn, "use blue")
-    assert "\x13" not in box.sent and turn.pending == [] and not turn.steers_off
+    assert "\x13" not in box.sent and turn.steers.pending == [] and not turn.steers.off
     box.panel = False
     box.chunks.append(box._screen())  # approved: busy again
     turn.term.pump(0)
@@ -146,13 +147,13 @@ def test_a_steer_whose_paste_an_approval_panel_took_is_typed_again_once_kimi_is_
     pastes = [keys for keys in box.sent if keys.startswith(PASTE_START)]
     assert len(pastes) == 2 and box.sent.count("\x13") == 1 and box.sent[-1] == "\x13"  # typed again, once
     assert box.text == ""  # Kimi took it from the box
-    assert [text for _, text in turn.pending] == ["use blue"]
+    assert [text for _, text in turn.steers.pending] == ["use blue"]
 
 
 def test_a_steer_whose_paste_vanished_with_no_panel_waits_for_the_next_turn(tmp_path: Path) -> None:
     turn = turn_in(tmp_path, box := InputBox(drops=True))
     steer(turn, "use blue")
-    assert "\x13" not in box.sent and turn.pending == [] and turn.steers_off
+    assert "\x13" not in box.sent and turn.steers.pending == [] and turn.steers.off
     steer(turn, "and green")  # no more tries in this turn: both wait in the inbox, in order
     assert sum(keys.startswith(PASTE_START) for keys in box.sent) == 1
     inbox = turn.scope.inbox
@@ -165,7 +166,7 @@ def test_a_steer_logged_differently_from_the_one_typed_stops_the_turn(tmp_path: 
     turn.wire.apply(UserMessage("late words\nAFTER"))
     turn._interrupt = lambda _wait: None  # type: ignore[method-assign]
     with pytest.raises(SessionError, match="differs from the one sent"):
-        turn._verify_steered()
+        turn.steers.verify()
     assert turn.scope.delivered == []
 
 
@@ -183,7 +184,7 @@ def test_the_input_box_is_emptied_before_anything_is_typed_and_a_stuck_one_is_an
 def test_kimi_cli_gets_a_steer_it_did_not_take_back_into_its_input_box_first(tmp_path: Path) -> None:
     box = InputBox()  # kimi-cli's screen is not drawn here: only the keys matter
     turn = turn_in(tmp_path, box, LegacyDriver)
-    turn.pending.append((Message("late", "steer"), "late"))
+    turn.steers.pending.append((Message("late", "steer"), "late"))
     turn.term.waits.wait_idle = lambda limit, refresh: True  # type: ignore[method-assign]
-    turn._settle_steers()
+    turn.steers.settle(turn.empty_input)
     assert box.sent[0] == "\x07"  # Ctrl-G: out of the (i-search) Ctrl-S opens without a running turn
