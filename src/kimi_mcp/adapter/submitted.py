@@ -19,11 +19,11 @@ SUBMITTED = "kimi_mcp_submitted"
 
 @dataclass(frozen=True)
 class Gathering:
-    """A ``kimi_wait`` run as an MCP task: the extension asks ``over`` at each ``tasks/get`` (until then the
-    task is working, with ``standing`` as its status message) and completes the task with ``reply``.
-    Both are called in a worker thread (they may read the job store)."""
+    """A ``kimi_wait`` run as an MCP task: the extension calls ``look`` at each ``tasks/get`` (while the wait
+    is not over the task is working, with the standing as its status message) and completes the task with
+    ``reply``. Both are called in a worker thread (they may read the job store)."""
 
     job_ids: list[str]  # the jobs waited for (their events go to the task's client)
-    over: Callable[[], bool]  # the wait is over: enough jobs are ready (``until``), or ``wait_s`` passed
-    standing: Callable[[], str]  # e.g. "1 of 3 jobs finished"
+    #: (over: enough jobs are ready for ``until``, or ``wait_s`` passed; the standing, "1 of 3 jobs finished")
+    look: Callable[[], tuple[bool, str]]
     reply: Callable[[], Any]  # the tool's reply (a FastMCP ``ToolResult``), as the plain call returns it

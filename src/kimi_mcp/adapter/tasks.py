@@ -205,8 +205,11 @@ class GatherTask:
         """The status and message now (a worker thread: it may read the job store)."""
         if self.cancelled:
             return "cancelled", "cancelled: the jobs go on (kimi_wait or kimi_job gathers them)"
-        self.done = self.done or self.gathering.over()
-        return ("completed", "done") if self.done else ("working", self.gathering.standing()[:STATUS_CHARS])
+        if not self.done:
+            self.done, standing = self.gathering.look()
+            if not self.done:
+                return "working", standing[:STATUS_CHARS]
+        return "completed", "done"
 
 
 # -- the extension --------------------------------------------------------------------------------------

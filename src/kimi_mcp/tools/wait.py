@@ -82,19 +82,17 @@ def _gathering(backend: Backend, join: Join, until: Until, end: float, notes: li
     """The wait as an MCP task's: over once ready for ``until`` or at ``end`` (monotonic); its reply is the
     plain call's, built once."""
 
-    def over() -> bool:
-        return time.monotonic() >= end or join.look().ready(until)
-
-    def standing() -> str:
+    def look() -> tuple[bool, str]:
         gathered = join.look()
-        return f"{len(gathered.finished)} of {len(gathered.standings)} jobs finished"
+        over = time.monotonic() >= end or gathered.ready(until)
+        return over, f"{len(gathered.finished)} of {len(gathered.standings)} jobs finished"
 
     @functools.cache
     def reply() -> ToolResult:
         timed_out = time.monotonic() >= end
         return _answer(backend, join, until, timed_out, notes)
 
-    return Gathering(list(join.records), over, standing, reply)
+    return Gathering(list(join.records), look, reply)
 
 
 async def _jobs_of(
