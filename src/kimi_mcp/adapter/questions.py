@@ -16,23 +16,12 @@ from fastmcp import Context
 
 from .._logging import get_logger
 from ..errors import BadInput, KimiMCPError
-from ..job_answers import answer, checked, payload
+from ..job_answers import checked
 from ..jobs import Job, JobManager
 from ..models import QuestionInfo
 from ..scope import DECLINED
 
 log = get_logger("tools")
-
-__all__ = [
-    "answer",
-    "answer_in",
-    "ask_client",
-    "checked",
-    "deliver_response",
-    "form",
-    "payload",
-    "resumed_job",
-]
 
 QUESTION_KEY = "kimi_mcp_question"  # the input request that carries Kimi's question
 STATE_PREFIX = "kimi-job:"  # request_state of a call that waits on a job's question

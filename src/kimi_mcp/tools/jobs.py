@@ -19,7 +19,7 @@ from fastmcp.tools import tool
 from fastmcp.tools.base import ToolResult
 from pydantic import Field
 
-from .. import prompts
+from .. import job_answers, prompts
 from ..adapter import dry_run as _dry_run
 from ..adapter import questions as _questions
 from ..adapter.client import client_roots, error_result, to_tool_result
@@ -137,7 +137,7 @@ async def kimi_job(
         if isinstance(scope := await check_scope(ctx, record.workspace), mcp_types.InputRequiredResult):
             return scope
         if action == "answer":
-            await anyio.to_thread.run_sync(_questions.answer, jobs, record, answer, question_id)
+            await anyio.to_thread.run_sync(job_answers.answer, jobs, record, answer, question_id)
         elif answer is not None or question_id is not None:
             given = "answer" if answer is not None else "question_id"
             raise BadInput(f"{given} is only taken by action 'answer', not {action!r}")
