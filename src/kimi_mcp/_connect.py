@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ._sources import config_file_path, settings_environment
+from .kimi_dirs import cache_dir
 
 RECORDED = ("initialize", "server/discover", "tools/list")
 HANDSHAKE = ("initialize", "server/discover")
@@ -356,8 +357,7 @@ def record_path(view: Mapping[str, str], env_file: bytes = b"") -> Path:
     with contextlib.suppress(OSError):
         config = config_file_path(view).read_bytes()
     add("config", config)
-    cache = view.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(cache) / "kimi-mcp" / f"connect-{stamp.hexdigest()[:24]}.json"
+    return cache_dir(view) / f"connect-{stamp.hexdigest()[:24]}.json"
 
 
 def _package_files(package: Path) -> list[Path]:

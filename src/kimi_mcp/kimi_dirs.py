@@ -1,5 +1,5 @@
 """Where either Kimi keeps its own state (sessions, caches, config, login) for the environment it runs in:
-never a task's change, and where Kimi's stored keys are found."""
+never a task's change, and where Kimi's stored keys are found; and kimi-mcp's own cache folder."""
 
 from __future__ import annotations
 
@@ -15,3 +15,10 @@ def kimi_state_dirs(env: Mapping[str, str]) -> list[Path]:
     dirs = [home / ".kimi", home / ".kimi-code"]
     dirs += [Path(env[name]) for name in ("KIMI_SHARE_DIR", "KIMI_CODE_HOME") if env.get(name)]
     return dirs
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """kimi-mcp's cache (files it can make again): ``$XDG_CACHE_HOME/kimi-mcp``, else ``~/.cache/kimi-mcp``
+    (``~``: the ``HOME`` of ``env``; not created here)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")) / "kimi-mcp"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from kimi_install import CACHE
+
 FAKE_KEY = "sk-test-FAKEKEY-0123456789abcdef"
 
 
@@ -33,8 +35,11 @@ def base_env(home: Path) -> dict[str, str]:
 
 
 def with_node(env: dict[str, str], node_bin: Path) -> dict[str, str]:
+    """``env`` with Node 22 first on PATH, and one Node compile cache for every test's Kimi Code (kimi-mcp's
+    own default is under each test's HOME, so every test's first Kimi Code would compile its bundle anew)."""
     env = dict(env)
     env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("NODE_COMPILE_CACHE", str(CACHE / "node-compile-cache"))
     return env
 
 

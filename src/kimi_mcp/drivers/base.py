@@ -225,6 +225,8 @@ class Driver(KimiModels, ABC):
     name: ClassVar[str]
     #: answer terminal queries (cursor position, device attributes) from the virtual screen
     answer_terminal_queries: ClassVar[bool] = True
+    #: terminal queries answered with a fixed reply whatever ``answer_terminal_queries`` says (query, reply)
+    fixed_answers: ClassVar[tuple[tuple[str, str], ...]] = ()
     interrupt_key: ClassVar[str]
     approve_key: ClassVar[str]
     reject_key: ClassVar[str]

@@ -60,6 +60,8 @@ class Terminal:
         self.mark = 0  # screen position of the last console send (login dialogs look after it)
         self._transcript_dir = transcript_dir
         self._transcript: list[str] = []
+        self._fixed_due: list[str] = []  # fixed answers (the driver's) to queries seen, not yet written
+        self._query_tail = ""  # the output's last characters: a query split between two reads is found
 
     # -- the process -------------------------------------------------------------------------------------
     def spawn(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
@@ -157,17 +159,29 @@ class Terminal:
             self.process.sample()
         if not answer:
             return
-        replies = self.screen.take_replies()
-        if self.driver.answer_terminal_queries:
-            for reply in replies:
-                self.write(reply)
+        replies = self.screen.take_replies()  # taken either way: never answered late
+        if not self.driver.answer_terminal_queries:
+            replies = []
+        replies, self._fixed_due = replies + self._fixed_due, []
+        for reply in replies:
+            self.write(reply)
 
     def _on_output(self, data: str) -> None:
         self.screen.feed(data)
+        if self.driver.fixed_answers:
+            self._find_queries(data)
         if self._transcript_dir is not None:
             self._transcript.append(data)
         if strip_ansi(data).strip():
             self.last_activity = time.monotonic()
+
+    def _find_queries(self, data: str) -> None:
+        """Queue the driver's fixed answer to each of its queries in ``data`` (or begun in the last read)."""
+        seen = self._query_tail + data
+        for query, reply in self.driver.fixed_answers:
+            self._fixed_due += [reply] * seen.count(query)
+        keep = max(len(query) for query, _ in self.driver.fixed_answers) - 1  # never a whole query again
+        self._query_tail = seen[-keep:] if keep else ""
 
     def screen_for_error(self, text: str | None = None) -> str:
         """A few trimmed lines of what Kimi shows (``text``: the output tail) for an error, secrets masked;

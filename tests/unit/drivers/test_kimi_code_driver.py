@@ -425,13 +425,33 @@ def test_exit_and_keys(driver: KimiCodeDriver) -> None:
     assert driver.lists_workspace_at_startup is False
 
 
-def test_environment_keeps_base_and_disables_telemetry(driver: KimiCodeDriver) -> None:
-    base = {"PATH": "/bin", "HOME": "/home/u"}
+def test_environment_keeps_base_and_disables_telemetry(driver: KimiCodeDriver, tmp_path: Path) -> None:
+    base = {"PATH": "/bin", "HOME": str(tmp_path)}
     env = driver.environment(base)
-    assert env["PATH"] == "/bin" and env["HOME"] == "/home/u"
+    assert env["PATH"] == "/bin" and env["HOME"] == str(tmp_path)
     assert env["KIMI_DISABLE_TELEMETRY"] == "1" and env["KIMI_CODE_NO_AUTO_UPDATE"] == "1"
     assert env["TERM"] == "xterm-256color"
-    assert base == {"PATH": "/bin", "HOME": "/home/u"}  # not mutated
+    assert base == {"PATH": "/bin", "HOME": str(tmp_path)}  # not mutated
+
+
+def test_node_keeps_kimis_compiled_code_in_kimi_mcps_cache_unless_the_user_chose(
+    driver: KimiCodeDriver, tmp_path: Path
+) -> None:
+    env = driver.environment({"HOME": str(tmp_path)})
+    assert env["NODE_COMPILE_CACHE"] == str(tmp_path / ".cache" / "kimi-mcp" / "node-compile-cache")
+    assert Path(env["NODE_COMPILE_CACHE"]).is_dir()  # made first: Node spins on a folder it cannot make
+    own = driver.environment({"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert own["NODE_COMPILE_CACHE"] == str(tmp_path / "xdg" / "kimi-mcp" / "node-compile-cache")
+    assert (
+        driver.environment({"HOME": str(tmp_path), "NODE_COMPILE_CACHE": "/mine"})["NODE_COMPILE_CACHE"]
+        == "/mine"
+    )
+    off = driver.environment({"HOME": str(tmp_path), "NODE_DISABLE_COMPILE_CACHE": "1"})
+    assert "NODE_COMPILE_CACHE" not in off
+    (tmp_path / "file").write_text("x")
+    assert "NODE_COMPILE_CACHE" not in driver.environment(
+        {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "file")}
+    )
 
 
 def test_echo_seen(driver: KimiCodeDriver) -> None:

@@ -12,6 +12,7 @@ import pexpect
 import pytest
 
 from kimi_mcp.drivers.base import KimiInstall, TurnBegin
+from kimi_mcp.drivers.kimi_code import KimiCodeDriver
 from kimi_mcp.drivers.legacy import LegacyDriver
 from kimi_mcp.errors import AuthError, SessionError, TaskCancelled, TaskTimeout
 from kimi_mcp.question import Choice, Option, Question
@@ -276,6 +277,21 @@ def test_terminal_queries_are_answered_after_a_read_only_if_the_dialect_wants() 
     child.chunks = ["\x1b[6n"]
     term.pump(0.01, answer=False)  # during a write: kept for later
     assert child.sent == ["\x1b[1;1R"]
+
+
+def test_kimi_codes_background_colour_query_gets_its_fixed_answer_once_even_split_between_reads() -> None:
+    child = Child("\x1b[6n\x1b]11;?\x07\x1b[c\x1b]1", "1;?\x07 drawn")  # the second query split in two reads
+    scope = Scope.detached()
+    term = Terminal(KimiCodeDriver(KimiInstall("/opt/kimi", "2.1.0", "kimi-code")), scope=lambda: scope)
+    term.process.child = child  # type: ignore[assignment]
+    term.pump(0.01)
+    dark = "\x1b]11;rgb:0000/0000/0000\x07"
+    assert child.sent == [dark, dark]  # nothing for the cursor position or DA1: Kimi Code falls back itself
+    child.chunks = ["\x1b]11;?", "\x07 more"]
+    term.pump(0.01, answer=False)  # during a write: kept for later
+    assert child.sent == [dark, dark]
+    term.pump(0.01)
+    assert child.sent == [dark, dark, dark]
 
 
 def test_wait_idle_wants_the_ready_screen_quiet_and_reads_the_log_meanwhile(tmp_path: Path) -> None:
