@@ -116,6 +116,7 @@ class KimiSession:
             self.term, self.wire, self.approvals, self.questions, self._check_abort, self._interrupt
         )
         self.turns = 0  # turns run in this session for its current scope
+        self.prompted = False  # a prompt was ever typed (until then the ready screen start() saw holds)
 
     def _current(self) -> Scope:
         """The scope of the call the session serves now (a standby or live session is bound to each call's)."""
@@ -257,9 +258,7 @@ class KimiSession:
         """Keep the screen current while nobody uses the session; returns when ``stop`` is set or Kimi exits."""
         if stop.is_set() or self.term.eof:
             return
-        self.term.process.sample_every = (
-            IDLE_SAMPLE  # an idle Kimi starts nothing: its tree is recorded less often
-        )
+        self.term.process.sample_every = IDLE_SAMPLE  # an idle Kimi starts nothing: its tree sampled less
         try:
             self.term.waits.until(lambda: stop.is_set() or self.term.eof, math.inf, poll=0.05)
         finally:
@@ -280,10 +279,11 @@ class KimiSession:
             term.waits.wake()
 
     def usable(self, limit: float) -> bool:
-        """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` seconds)."""
+        """Ready, alive and quiet: safe to submit a prompt (waits at most ``limit`` s). One never prompted is
+        safe once :meth:`start` saw it ready, as a call's own Kimi (that quiet cost a standby taken 0.26 s)."""
         if self.state is not State.READY or self.term.eof or not self.term.process.alive():
             return False
-        return self.term.waits.wait_idle(limit, self.wire.read)
+        return not self.prompted or self.term.waits.wait_idle(limit, self.wire.read)
 
     # -- one turn ------------------------------------------------------------------------------------
     def run_turn(self, prompt: str, on_received: Callable[[], None] | None = None) -> TurnTrace:
@@ -292,6 +292,7 @@ class KimiSession:
         if self.state is not State.READY:
             raise SessionError(f"cannot submit a prompt in state {self.state.value}")
         self.state = State.WAITING
+        self.prompted = True
         self.wire.begin_turn(prompt)
         return telemetry.turn(self.turns, lambda: self._watch(prompt, on_received))
 

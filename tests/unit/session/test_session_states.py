@@ -294,6 +294,18 @@ def test_kimi_codes_background_colour_query_gets_its_fixed_answer_once_even_spli
     assert child.sent == [dark, dark, dark]
 
 
+def test_a_kimi_never_prompted_is_usable_once_ready_and_after_a_turn_only_once_ready_and_quiet(
+    tmp_path: Path,
+) -> None:
+    kimi = session(tmp_path)
+    kimi.term.process.child = Child("⠋ Composing...\r\n")  # type: ignore[assignment]  # never a quiet ready box
+    kimi.term.process.alive = lambda: True  # type: ignore[method-assign]
+    kimi.state = State.READY  # what start() saw
+    assert kimi.usable(0.3) is True  # a standby taken at once is typed into as a call's own fresh Kimi is
+    kimi.prompted = True
+    assert kimi.usable(0.3) is False  # after a turn: the ready screen, quiet for a while, is awaited
+
+
 def test_wait_idle_wants_the_ready_screen_quiet_and_reads_the_log_meanwhile(tmp_path: Path) -> None:
     box = "── input ──────\r\n> \r\n"
     term = terminal(Child(box))
