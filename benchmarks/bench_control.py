@@ -80,6 +80,7 @@ def kimi_under_test(dialect: str, fake: FakeMoonshot, root: Path) -> KimiUnderTe
     else:
         env = kimi_code_env_for(kimi_install.install_kimi_code(), fake.base_url, home)
     env.update(XDG_STATE_HOME=str(root / "state"), XDG_DATA_HOME=str(root / "data"))
+    env["KIMI_MCP_STANDBY"] = "after-call"  # the product's default (the suite's base_env turns it off)
     return KimiUnderTest(dialect, env, home)
 
 
