@@ -5,6 +5,7 @@ of the client's first ``tools/call`` once, also to a listener that comes after i
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 from kimi_mcp._connect import FastConnect
 from kimi_mcp.config import Settings
-from kimi_mcp.first_call import FirstCall, standby_for
+from kimi_mcp.first_call import SWITCH_INTERVAL, FirstCall, standby_for
 
 
 def call(name: str, **arguments: Any) -> dict[str, Any]:
@@ -56,6 +57,20 @@ def test_a_call_announced_before_the_server_is_up_starts_its_kimi() -> None:
     first = FirstCall(runner, Settings(), {})  # type: ignore[arg-type]
     first.announced(call("kimi_verify", question="x", work_dir="/w"))
     assert runner.done.wait(10) and runner.started == [("/w", True)]
+
+
+def test_the_first_calls_start_gets_the_interpreter_more_often_until_the_server_is_up() -> None:
+    before = sys.getswitchinterval()
+    first = FirstCall(Runner(), Settings(), {})  # type: ignore[arg-type]
+    first.announced(call("kimi_status"))  # no Kimi to start: nothing changes
+    assert sys.getswitchinterval() == before
+    first.announced(call("kimi_code_task", task_description="x"))
+    assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL)
+    first.announced(call("kimi_code_task", task_description="y"))  # a second: the first's value is kept
+    first.server_up()
+    assert sys.getswitchinterval() == before
+    first.server_up()
+    assert sys.getswitchinterval() == before
 
 
 @pytest.mark.parametrize("standby", ["after-call", "off"])
