@@ -18,7 +18,7 @@ from ..adapter.budget import result_json
 from ..adapter.client import error_text, to_tool_result
 from ..adapter.pipeline import Backend, Reply, current_backend, stored_reply
 from ..errors import BadInput, KimiMCPError
-from ..jobs import FINISHED
+from ..jobs import FINISHED, Job
 from ..message import MessageRules, check_size, prepare
 from ..models import TaskResult
 from ..scope import Delivery, SteerMode
@@ -89,19 +89,37 @@ async def kimi_steer(
                 else "Start a new task.",
             )
         _fits(backend, record.job_id, message)
+        job = backend.jobs.local(
+            record.job_id
+        )  # taken before sending: with the message it may finish at once
         sent = {"text": message, "mode": mode, "at": time.time()}
         await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", sent)
+        if job is None:
+            return _delivered(stored_reply(backend, record), mode)
+        return _delivered(to_tool_result(_steered(job, message, mode), backend.settings), mode)
     except KimiMCPError as exc:
         return _failure(backend, exc)
-    job = backend.jobs.local(record.job_id)
-    if job is not None:
-        result = job.snapshot(files=False)
+
+
+def _steered(job: Job, message: str, mode: SteerMode) -> TaskResult:
+    """This server's job once the message is sent: still going (the message is queued for Kimi), or finished
+    meanwhile, with the message (Kimi took it) or without it (``BadInput``: it never reaches Kimi)."""
+    result = job.snapshot(files=False).model_copy(deep=True)  # a finished job's result is its own: copied
+    if result.status not in FINISHED:
         result.notes = [
             f"Message queued for Kimi ({mode}); kimi_job(job_id={job.job_id!r}) waits for the result, whose "
             "messages list it once Kimi's log shows it arrived."
         ]
-        return _delivered(to_tool_result(result, backend.settings), mode)
-    return _delivered(stored_reply(backend, record), mode)
+    elif any(m.text.strip() == message.strip() for m in result.messages):
+        result.notes = [*result.notes, "Kimi took the message; the job has finished since."]
+    else:
+        raise BadInput(
+            f"job {job.job_id} finished before the message reached Kimi",
+            suggestion=f"Send it with kimi_continue(session_id={result.session_id!r}, message=...)."
+            if result.session_id
+            else "Start a new task.",
+        )
+    return result
 
 
 def _fits(backend: Backend, job_id: str, message: str) -> None:
