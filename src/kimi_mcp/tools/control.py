@@ -88,10 +88,9 @@ async def kimi_steer(
                 if record.session_id
                 else "Start a new task.",
             )
-        _fits(backend, record.job_id, message)
-        job = backend.jobs.local(
-            record.job_id
-        )  # taken before sending: with the message it may finish at once
+        # this server's job, taken before sending: once it has the message it may finish at once
+        job = backend.jobs.local(record.job_id)
+        _fits(backend, job, message)
         sent = {"text": message, "mode": mode, "at": time.time()}
         await anyio.to_thread.run_sync(backend.jobs.send, record.job_id, "message", sent)
         if job is None:
@@ -103,14 +102,15 @@ async def kimi_steer(
 
 def _steered(job: Job, message: str, mode: SteerMode) -> TaskResult:
     """This server's job once the message is sent: still going (the message is queued for Kimi), or finished
-    meanwhile, with the message (Kimi took it) or without it (``BadInput``: it never reaches Kimi)."""
+    meanwhile, with the message (Kimi took it: its messages list it, as sent or as the run typed it) or
+    without it (``BadInput``: it never reaches Kimi)."""
     result = job.snapshot(files=False).model_copy(deep=True)  # a finished job's result is its own: copied
     if result.status not in FINISHED:
         result.notes = [
             f"Message queued for Kimi ({mode}); kimi_job(job_id={job.job_id!r}) waits for the result, whose "
             "messages list it once Kimi's log shows it arrived."
         ]
-    elif any(m.text.strip() == message.strip() for m in result.messages):
+    elif {m.text.strip() for m in result.messages} & {message.strip(), job.scope.prepare(message).strip()}:
         result.notes = [*result.notes, "Kimi took the message; the job has finished since."]
     else:
         raise BadInput(
@@ -122,14 +122,13 @@ def _steered(job: Job, message: str, mode: SteerMode) -> TaskResult:
     return result
 
 
-def _fits(backend: Backend, job_id: str, message: str) -> None:
+def _fits(backend: Backend, job: Job | None, message: str) -> None:
     """``BadInput`` at once for a message that cannot reach Kimi whole: by the message limit of this server
     (KIMI_MCP_MAX_MESSAGE_TOKENS, on the text as any dialect types it at least), and for a job running here by
     its run's own rule (``Scope.prepare``: the dialect's, set once the run knows its Kimi)."""
     try:
         rules = MessageRules(keeps_tabs=True, max_tokens=backend.settings.max_message_tokens)
         check_size(prepare(message, rules), rules)
-        job = backend.jobs.local(job_id)
         if job is not None:
             job.scope.prepare(message)
     except BadInput as exc:

@@ -20,7 +20,7 @@ from kimi_mcp.errors import BadInput
 from kimi_mcp.message import MessageRules, check_size, prepare
 from kimi_mcp.models import MessageInfo, TaskResult
 from kimi_mcp.question import Choice, Option, Question
-from kimi_mcp.scope import DECLINED, Delivered
+from kimi_mcp.scope import DECLINED, Delivered, Scope
 from kimi_mcp.server import create_server
 from kimi_mcp.tools.control import _steered
 
@@ -392,13 +392,13 @@ class Finished:
 
     job_id = "job_x"
 
-    def __init__(self, took: bool) -> None:
-        delivered = [
-            MessageInfo(at="2026-11-27T00:00:00Z", mode="steer", delivered="in_turn", text="use blue")
-        ]
+    def __init__(self, took: bool, typed: str = "use blue") -> None:
+        delivered = [MessageInfo(at="2026-11-27T00:00:00Z", mode="steer", delivered="in_turn", text=typed)]
         self.result = TaskResult(
             success=True, workspace="/w", status="done", session_id="s-1", messages=delivered if took else []
         )
+        self.scope = Scope.detached()
+        self.scope.prepare = lambda text: text.replace("\t", "    ")  # as a run types it for its Kimi
 
     def snapshot(self, files: bool = True) -> TaskResult:
         return self.result
@@ -409,6 +409,8 @@ def test_a_job_that_finishes_as_the_steer_is_sent_tells_whether_kimi_took_the_me
     result = _steered(took, " use blue", "steer")  # type: ignore[arg-type]
     assert result.notes[-1] == "Kimi took the message; the job has finished since."
     assert took.result.notes == []  # the job's own result is not changed
+    typed = _steered(Finished(took=True, typed="use    blue"), "use\tblue", "steer")  # type: ignore[arg-type]
+    assert typed.notes[-1] == "Kimi took the message; the job has finished since."  # listed as it was typed
     with pytest.raises(BadInput, match="finished before the message reached Kimi") as info:
         _steered(Finished(took=False), "use blue", "steer")  # type: ignore[arg-type]
     assert "kimi_continue(session_id='s-1'" in (info.value.suggestion or "")
